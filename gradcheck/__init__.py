@@ -1,0 +1,3 @@
+"""gradcheck: a gradient checker and an exercise grader for courses on automatic differentiation."""
+
+__version__ = "0.1.0"

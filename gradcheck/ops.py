@@ -1,0 +1,113 @@
+"""The one table of operations.
+
+Every operation of the engine protocol is listed here once. The same table drives the program
+language (which names and operators a program may use), every backend that interprets a program
+(engines through the protocol, numpy and jax through array functions), the oracles, and the
+reference engine's differential tests.
+
+Array convention: the element axis of a 1-D value comes first and any batch axes trail, so one
+array function serves numpy over a whole batch of points and jax on a single point under `vmap`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+#: How an operation is written in a program.
+BINARY = "binary"  # a infix operator: a + b
+UNARY = "unary"  # prefix minus: -a
+FUNCTION = "function"  # exp(a) or a.exp()
+REDUCTION = "reduction"  # sum(a) or a.sum(); identity on a scalar
+SELECT = "select"  # v[i]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Where an argument may be sampled: open bounds, kept `margin` away from `avoid` points."""
+
+    low: float = -3.0
+    high: float = 3.0
+    avoid: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Op:
+    """One protocol operation: how to apply it to protocol tensors and to arrays."""
+
+    name: str
+    kind: str
+    arity: int
+    #: apply to protocol objects (engine tensors, Python numbers): `a + b`, `a.exp()`, `a[i]`.
+    engine: Callable[..., Any]
+    #: apply to arrays given an array namespace `xp` (numpy, jax.numpy or the torch shim).
+    array: Callable[..., Any]
+    symbol: str = ""
+    #: sampling domain for each argument, used by tests and property checks.
+    domains: tuple[Interval, ...] = ()
+    #: points where the derivative is a convention, not a limit (oracles may disagree there).
+    kinks: tuple[float, ...] = ()
+    doc: str = ""
+    aliases: tuple[str, ...] = field(default=())
+
+
+def _method(name: str) -> Callable[[Any], Any]:
+    return lambda a: getattr(a, name)()
+
+
+def _sigmoid(xp: Any, a: Any) -> Any:
+    return 1.0 / (1.0 + xp.exp(-a))
+
+
+def _relu(xp: Any, a: Any) -> Any:
+    # `where`, not `maximum`: jax's maximum splits the slope 0.5/0.5 at 0, torch gives 0.
+    return xp.where(a > 0, a, 0.0 * a)
+
+
+_ANY = Interval()
+_POSITIVE = Interval(0.05, 4.0)
+_NONZERO = Interval(-3.0, 3.0, avoid=(0.0,))
+_KINKED = Interval(-3.0, 3.0, avoid=(0.0,))
+
+OPS: dict[str, Op] = {
+    op.name: op
+    for op in [
+        Op("add", BINARY, 2, lambda a, b: a + b, lambda xp, a, b: a + b, "+", (_ANY, _ANY)),
+        Op("sub", BINARY, 2, lambda a, b: a - b, lambda xp, a, b: a - b, "-", (_ANY, _ANY)),
+        Op("mul", BINARY, 2, lambda a, b: a * b, lambda xp, a, b: a * b, "*", (_ANY, _ANY)),
+        Op("div", BINARY, 2, lambda a, b: a / b, lambda xp, a, b: a / b, "/", (_ANY, _NONZERO)),
+        Op("pow", BINARY, 2, lambda a, b: a**b, lambda xp, a, b: a**b, "**",
+           (_POSITIVE, Interval(-2.0, 3.0))),
+        Op("neg", UNARY, 1, lambda a: -a, lambda xp, a: -a, "-", (_ANY,)),
+        Op("exp", FUNCTION, 1, _method("exp"), lambda xp, a: xp.exp(a), domains=(_ANY,)),
+        Op("log", FUNCTION, 1, _method("log"), lambda xp, a: xp.log(a), domains=(_POSITIVE,)),
+        Op("tanh", FUNCTION, 1, _method("tanh"), lambda xp, a: xp.tanh(a), domains=(_ANY,)),
+        Op("sigmoid", FUNCTION, 1, _method("sigmoid"), _sigmoid, domains=(_ANY,)),
+        Op("relu", FUNCTION, 1, _method("relu"), _relu, domains=(_KINKED,), kinks=(0.0,)),
+        Op("sin", FUNCTION, 1, _method("sin"), lambda xp, a: xp.sin(a), domains=(_ANY,)),
+        Op("cos", FUNCTION, 1, _method("cos"), lambda xp, a: xp.cos(a), domains=(_ANY,)),
+        Op("sqrt", FUNCTION, 1, _method("sqrt"), lambda xp, a: xp.sqrt(a), domains=(_POSITIVE,)),
+        Op("abs", FUNCTION, 1, _method("abs"), lambda xp, a: xp.abs(a), domains=(_KINKED,),
+           kinks=(0.0,)),
+        Op("sum", REDUCTION, 1, _method("sum"), lambda xp, a: xp.sum(a, axis=0), domains=(_ANY,)),
+        Op("mean", REDUCTION, 1, _method("mean"), lambda xp, a: xp.mean(a, axis=0),
+           domains=(_ANY,)),
+        Op("select", SELECT, 1, lambda a, i: a[i], lambda xp, a, i: a[i], domains=(_ANY,)),
+    ]
+}
+
+BINARY_BY_SYMBOL: dict[str, Op] = {op.symbol: op for op in OPS.values() if op.kind == BINARY}
+#: names a program may call as `f(x)` or `x.f()`.
+CALLABLE: dict[str, Op] = {op.name: op for op in OPS.values() if op.kind in (FUNCTION, REDUCTION)}
+
+
+def fold_constant(op: Op, *args: float) -> float:
+    """Evaluate an operation on plain numbers at parse time (constants carry no history)."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        value = float(op.array(np, *(np.float64(a) for a in args)))
+    if not math.isfinite(value):
+        raise ValueError(f"{op.name} of constants gives {value}")
+    return value
