@@ -1,1 +1,195 @@
-"""The pytest plugin (registered through the `pytest11` entry point)."""
+"""The pytest plugin (registered through the `pytest11` entry point): exercises as pytest items.
+
+Without `--submission` it collects nothing, so it never touches an ordinary test run. With it,
+every `*.exercise.yaml` file becomes one item per check (a broken file, one failing item), graded
+by one Grader per session: each exercise is graded once, when its first item runs, and its items
+read their results. The submission runs in the Grader's worker process, never in pytest's.
+
+docs/grading.md gives the hardened command for official grading.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from gradcheck.bundled import bank_dir
+from gradcheck.reports import points, shown_message
+from gradcheck.reports.gradescope import UNFINISHED, write_results_json
+from gradcheck.reports.terminal import total_line
+from gradcheck.results import CheckResult, GradeReport
+from gradcheck.score import check_points
+
+if TYPE_CHECKING:
+    from gradcheck.exercise import Exercise, ExerciseError
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gradcheck", "grading autograd engines (gradcheck)")
+    group.addoption("--submission", metavar="PATH",
+                    help="grade this submission: a module file, a package folder, 'reference' "
+                         "or 'torch'; without it gradcheck collects nothing")
+    group.addoption("--exercises", metavar="DIR", action="append", default=[],
+                    help="exercise folders to grade (repeatable; default without test paths: "
+                         "the bundled bank)")
+    group.addoption("--results-json", metavar="FILE",
+                    help="write Gradescope's results.json here (rewritten after each exercise)")
+    group.addoption("--gradcheck-seed", metavar="N", type=int,
+                    help="seed of sampled points (default: a new one, shown in the summary)")
+    group.addoption("--gradcheck-key", metavar="FILE", help="an answer key built by gradcheck")
+    group.addoption("--gradcheck-strict", action="store_true",
+                    help="stop before grading if any exercise file is broken")
+    group.addoption("--gradcheck-show-hidden", action="store_true",
+                    help="show the details of hidden exercises' failures (instructors)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("submission"):
+        return
+    exercises = config.getoption("exercises")
+    if exercises or config.args_source != pytest.Config.ArgsSource.ARGS:
+        # Grade what --exercises names, else the bundled bank, instead of the configured testpaths.
+        explicit = config.args if config.args_source == pytest.Config.ArgsSource.ARGS else []
+        config.args = [*explicit, *(exercises or [str(bank_dir())])]
+    config.stash[_SESSION] = GradingSession(config)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if _SESSION not in parent.config.stash:
+        return None
+    # Imported here: every pytest run loads this plugin, only grading runs need the loader.
+    from gradcheck.exercise import SUFFIX
+
+    if file_path.name.endswith(SUFFIX):
+        return ExerciseFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    grading = session.config.stash.get(_SESSION, None)
+    if grading is not None:
+        grading.finish([item.path for item in session.items if isinstance(item, CheckItem)])
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    grading = config.stash.get(_SESSION, None)
+    if grading is not None and grading.graded:
+        terminalreporter.write_sep("=", "gradcheck score")
+        terminalreporter.write(total_line(grading.report()))
+
+
+class GradingSession:
+    """The session's Grader (started on first use) and the results of each exercise graded."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.show_hidden: bool = config.getoption("gradcheck_show_hidden")
+        self.results_json: str | None = config.getoption("results_json")
+        self.graded: dict[Path, list[CheckResult]] = {}  # in the order graded
+        self._grader: Any = None
+        self._stack = ExitStack()
+        self._started = time.perf_counter()
+
+    def results(self, path: Path, exercise: Exercise | None = None,
+                error: ExerciseError | None = None) -> list[CheckResult]:
+        """The results of the exercise in `path` (graded on first call), or of its load error."""
+        if path not in self.graded:
+            grader = self._get_grader()
+            self.graded[path] = ([grader.broken_result(path, error)] if error is not None
+                                 else grader.grade_exercise(exercise))
+            self._save(UNFINISHED)
+        return self.graded[path]
+
+    def report(self) -> GradeReport:
+        """The results so far, with what the Grader knows of the submission."""
+        grader = self._grader
+        return GradeReport(
+            submission=self.config.getoption("submission"), seed=grader.seed if grader else 0,
+            results=[r for results in self.graded.values() for r in results],
+            import_error=grader.import_error if grader else "",
+            output=grader.output if grader else "",
+            duration=time.perf_counter() - self._started)
+
+    def finish(self, selected: list[Path]) -> None:
+        """Write the final results and stop the worker."""
+        complete = set(selected) <= set(self.graded)
+        self._save("" if complete else UNFINISHED)
+        self._stack.close()
+
+    def _get_grader(self) -> Any:
+        if self._grader is None:
+            from gradcheck.grader import Grader  # only a grading run pays for the grader
+
+            self._grader = self._stack.enter_context(Grader(
+                self.config.getoption("submission"), seed=self.config.getoption("gradcheck_seed"),
+                key=self.config.getoption("gradcheck_key")))
+        return self._grader
+
+    def _save(self, incomplete: str) -> None:
+        if self.results_json:
+            write_results_json(self.report(), self.results_json, incomplete=incomplete)
+
+
+_SESSION = pytest.StashKey[GradingSession]()
+
+
+class CheckFailed(Exception):
+    """A check that did not pass; pytest shows its student-facing message, not a traceback."""
+
+    def __init__(self, result: CheckResult, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class ExerciseFile(pytest.File):
+    """One exercise file: an item per check, or one failing item if the file is broken."""
+
+    def collect(self) -> list[pytest.Item]:
+        from gradcheck.exercise import ExerciseError, load_exercise
+
+        try:
+            exercise = load_exercise(self.path)
+        except ExerciseError as error:
+            if self.config.getoption("gradcheck_strict"):
+                raise self.CollectError(str(error)) from None
+            return [CheckItem.from_parent(self, name="load", error=error)]
+        return [CheckItem.from_parent(self, name=check, exercise=exercise)
+                for check in check_points(exercise)]
+
+
+class CheckItem(pytest.Item):
+    """One check of one exercise; it passes, fails or is skipped as its CheckResult says."""
+
+    def __init__(self, *, exercise: Exercise | None = None, error: ExerciseError | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.exercise = exercise
+        self.error = error
+
+    def runtest(self) -> None:
+        grading = self.config.stash[_SESSION]
+        results = grading.results(self.path, self.exercise, self.error)
+        result = {r.check: r for r in results}[self.name]
+        if result.status == "skipped":
+            pytest.skip(shown_message(result, grading.show_hidden))
+        if result.status != "passed":
+            raise CheckFailed(result, shown_message(result, grading.show_hidden))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if isinstance(excinfo.value, CheckFailed):
+            r = excinfo.value.result
+            score = f"{points(r.score)}/{points(r.max_score)} points"
+            return f"{excinfo.value}\n({r.title or r.name}: {score})"
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        if self.error is not None:
+            line = self.error.problems[0].line
+        else:
+            line = self.exercise.line_of(("checks", self.name))
+        return self.path, line - 1 if line else None, f"{self.parent.name}::{self.name}"

@@ -25,6 +25,9 @@ MAX_CONSTANT = 1e12
 MAX_VECTOR = 100_000
 
 _AST_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
+_OTHER_OPERATORS = {ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@", ast.BitXor: "^",
+                    ast.BitOr: "|", ast.BitAnd: "&", ast.LShift: "<<", ast.RShift: ">>",
+                    ast.UAdd: "unary +", ast.Not: "not", ast.Invert: "~"}
 
 
 class ProgramError(ValueError):
@@ -103,6 +106,7 @@ class _Parser:
         self.nodes: list[Node] = []
         self.names: dict[str, int] = {}
         self.last_assigned: str | None = None
+        self.texts: dict[int, str] = {}
         for name, size in self.inputs.items():
             if not name.isidentifier() or name.startswith("_"):
                 raise ProgramError(f"input name {name!r} is not a plain identifier")
@@ -173,6 +177,10 @@ class _Parser:
             return self._apply(expr, op, [self._expr(expr.left), self._expr(expr.right)])
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
             return self._apply(expr, OPS["neg"], [self._expr(expr.operand)])
+        if isinstance(expr, (ast.BinOp, ast.UnaryOp)):
+            symbol = _OTHER_OPERATORS.get(type(expr.op), type(expr.op).__name__)
+            raise _error(expr, f"the operator {symbol} is not allowed; the operators are "
+                               "+ - * / ** and unary minus")
         if isinstance(expr, ast.Call):
             return self._call(expr)
         if isinstance(expr, ast.Subscript):
@@ -245,6 +253,9 @@ class _Parser:
                 value = fold_constant(op, *(self.nodes[a].value for a in args))
             except (ValueError, ArithmeticError) as exc:
                 raise _error(expr, str(exc)) from None
+            if not abs(value) <= MAX_CONSTANT:
+                raise _error(expr, f"the constant {self._text(expr)} = {value:.3g} is too large; "
+                                   f"keep constants within ±{MAX_CONSTANT:.0e}")
             return self._add(Node("const", value=value, text=self._text(expr),
                                   line=expr.lineno, column=expr.col_offset + 1))
         return self._add(Node(op.name, tuple(args), size, text=self._text(expr),
@@ -252,7 +263,11 @@ class _Parser:
                               line=expr.lineno, column=expr.col_offset + 1))
 
     def _text(self, expr: ast.expr) -> str:
-        return ast.get_source_segment(self.source, expr) or ""
+        # Cached: loops revisit the same expressions, and each lookup splits the whole source.
+        key = id(expr)
+        if key not in self.texts:
+            self.texts[key] = ast.get_source_segment(self.source, expr) or ""
+        return self.texts[key]
 
 
 def _with_name(node: Node, name: str) -> Node:
@@ -281,7 +296,8 @@ def _describe(node: ast.AST) -> str:
              ast.GeneratorExp: "a generator", ast.Attribute: "attribute access",
              ast.Import: "an import", ast.ImportFrom: "an import", ast.Expr: "a bare expression",
              ast.FunctionDef: "a function definition", ast.List: "a list", ast.Tuple: "a tuple",
-             ast.Compare: "a comparison", ast.IfExp: "a conditional", ast.If: "an if statement"}
+             ast.Compare: "a comparison", ast.IfExp: "a conditional", ast.If: "an if statement",
+             ast.While: "a while loop", ast.AugAssign: "an augmented assignment (`y += ...`)"}
     return names.get(type(node), f"`{type(node).__name__}`")
 
 

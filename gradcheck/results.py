@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from gradcheck.score import total
+
 Status = Literal["passed", "failed", "skipped", "error"]
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 
@@ -52,11 +54,11 @@ class GradeReport:
 
     @property
     def score(self) -> float:
-        return sum(r.score for r in self.results)
+        return total(r.score for r in self.results)
 
     @property
     def max_score(self) -> float:
-        return sum(r.max_score for r in self.results)
+        return total(r.max_score for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -1,0 +1,193 @@
+"""The `gradcheck` command.
+
+Each subcommand is one function that adds its parser to the subparsers and sets `run`, the
+function called with the parsed arguments, which returns the exit status. A new subcommand is one
+more such function in SUBCOMMANDS.
+
+Exit status of `grade`: 0 when grading completed, whatever the score; 1 when --fail-under is not
+met; 2 when the grader itself could not run (bad arguments, an unreadable bank, a grader fault).
+The results file is written in every one of these cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from gradcheck import __version__
+from gradcheck.bundled import bank_dir
+from gradcheck.exercise import ORACLES, ExerciseError, load_bank
+from gradcheck.reports.gradescope import UNFINISHED, write_results_json
+from gradcheck.reports.junit import write_junit
+from gradcheck.reports.markdown import write_markdown
+from gradcheck.reports.terminal import render_terminal, total_line
+from gradcheck.results import GradeReport
+
+#: Exit status when the grader itself cannot run (argparse uses 2 for bad arguments too).
+CANNOT_RUN = 2
+#: Exit status when grading completed but the score is under --fail-under.
+UNDER_THRESHOLD = 1
+
+NAMED_SUBMISSIONS = ("reference", "torch")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `gradcheck` and `python -m gradcheck`."""
+    parser = argparse.ArgumentParser(
+        prog="gradcheck", description="Grade autograd engines against YAML exercises.")
+    parser.add_argument("--version", action="version", version=f"gradcheck {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+def add_grade(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "grade", help="grade a submission against an exercise bank",
+        description="Grade SUBMISSION: a module file, a package folder, 'reference' (the bundled "
+                    "reference engine) or 'torch' (torch itself, float64).")
+    p.add_argument("submission", metavar="SUBMISSION")
+    p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
+                   help="exercise files or folders (repeatable; default: the bundled bank)")
+    p.add_argument("--results-json", metavar="FILE", type=Path,
+                   help="write Gradescope's results.json here (rewritten after each exercise)")
+    p.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML here")
+    p.add_argument("--markdown", metavar="FILE", type=Path,
+                   help="write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--seed", type=int, help="the seed of sampled points (default: a new one, "
+                                            "printed in the report)")
+    p.add_argument("--key", metavar="FILE", help="an answer key built by gradcheck")
+    p.add_argument("--timeout", metavar="S", type=_positive, help="seconds per exercise, "
+                                                                   "unless an exercise says")
+    p.add_argument("--memory-mb", metavar="MB", type=int, help="memory limit of the worker")
+    p.add_argument("--oracles", type=_oracles, metavar="fd,torch,jax",
+                   help="restrict the oracles used (default: those each exercise lists)")
+    p.add_argument("--fail-under", metavar="SCORE", type=float,
+                   help=f"exit with status {UNDER_THRESHOLD} when the total is under SCORE points")
+    p.add_argument("--show-hidden", action="store_true",
+                   help="show hidden exercises' details in the terminal, JUnit and Markdown "
+                        "reports (for instructors; results.json never shows them)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse to grade if any exercise file is broken (for instructors' CI)")
+    p.add_argument("--quiet", action="store_true", help="print only the total")
+    p.set_defaults(run=run_grade)
+
+
+def run_grade(args: argparse.Namespace) -> int:
+    """Grade, write every requested report, print the summary."""
+    problem = _argument_problem(args)
+    if problem:
+        return _cannot_run(args, problem)
+    exercises = args.exercises or [bank_dir()]
+    try:
+        bank = load_bank(exercises, strict=args.strict)
+    except (ExerciseError, OSError) as error:  # ExerciseError: only with --strict
+        return _cannot_run(args, f"cannot load the exercise bank:\n{error}")
+    if not bank.exercises and not bank.broken:
+        return _cannot_run(args, "no *.exercise.yaml files in "
+                                 + ", ".join(str(path) for path in exercises))
+
+    from gradcheck.grader import Grader  # here, so that only grading pays for its imports
+
+    latest = GradeReport(submission=args.submission, seed=args.seed or 0)
+
+    def save(report: GradeReport, incomplete: str = UNFINISHED) -> None:
+        nonlocal latest
+        latest = report
+        if args.results_json:
+            write_results_json(report, args.results_json, incomplete=incomplete)
+
+    try:
+        with Grader(args.submission, seed=args.seed, key=args.key,
+                    oracles=args.oracles, timeout=args.timeout,
+                    memory_mb=args.memory_mb) as grader:
+            latest.seed = grader.seed
+            save(latest)
+            report = grader.grade_bank(bank, progress=save)
+    except Exception as error:  # a fault of gradcheck, not of the submission: keep the results
+        traceback.print_exc()
+        return _cannot_run(args, f"the grader failed ({type(error).__name__}: {error}); this is "
+                                 "a fault of gradcheck, not of the submission", latest)
+    save(report, incomplete="")
+    _write_other_reports(report, args)
+    _print_summary(report, args)
+    if args.fail_under is not None and report.score < args.fail_under:
+        return UNDER_THRESHOLD
+    return 0
+
+
+def add_validate(subparsers: argparse._SubParsersAction) -> None:
+    # Everything after `validate` goes to gradcheck.validate, its own options and --help included.
+    p = subparsers.add_parser("validate", help="check an exercise bank before publishing it",
+                              add_help=False, prefix_chars="\0")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(run=lambda args: _validate_main(args.argv))
+
+
+def _validate_main(argv: list[str]) -> int:
+    from gradcheck.validate import main as validate_main  # its checks import the oracles
+
+    return validate_main(argv)
+
+
+SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (add_grade, add_validate)
+
+
+def _argument_problem(args: argparse.Namespace) -> str:
+    """What is wrong with `grade`'s paths, or "" (checked before any work starts)."""
+    if args.submission not in NAMED_SUBMISSIONS and not Path(args.submission).exists():
+        return (f"no submission at {args.submission}: give a module file, a package folder, "
+                f"or one of {', '.join(NAMED_SUBMISSIONS)}")
+    for path in args.exercises or []:
+        if not path.exists():
+            return f"--exercises {path}: no such file or folder"
+    if args.key and not Path(args.key).is_file():
+        return f"--key {args.key}: no such file"
+    return ""
+
+
+def _cannot_run(args: argparse.Namespace, problem: str, report: GradeReport | None = None) -> int:
+    """Say why grading could not run, and still leave a results file that says so."""
+    print(f"gradcheck grade: {problem}", file=sys.stderr)
+    if args.results_json:
+        report = report or GradeReport(submission=args.submission, seed=args.seed or 0)
+        write_results_json(report, args.results_json,
+                           incomplete=f"The grader could not run: {problem}")
+    return CANNOT_RUN
+
+
+def _write_other_reports(report: GradeReport, args: argparse.Namespace) -> None:
+    if args.junit:
+        write_junit(report, args.junit, show_hidden=args.show_hidden)
+    if args.markdown:
+        write_markdown(report, args.markdown, show_hidden=args.show_hidden)
+
+
+def _print_summary(report: GradeReport, args: argparse.Namespace) -> None:
+    if args.quiet:
+        sys.stdout.write(total_line(report))
+    else:
+        colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        sys.stdout.write(render_terminal(report, colour=colour, show_hidden=args.show_hidden))
+
+
+def _oracles(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(ORACLES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: choose among {', '.join(ORACLES)}, separated by commas")
+    return names
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
+    return value

@@ -1,0 +1,344 @@
+"""The grader: every check of every exercise, for one submission.
+
+The submission runs only in its worker process (:mod:`gradcheck.sandbox`) and answers with plain
+JSON. Everything that decides a grade happens here: the oracles run in this process, torch's
+behaviour is observed here through the same probe the worker uses, and the comparison reads only
+the numbers the worker sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from gradcheck import bundled, compare, oracles, probe, score, strategies
+from gradcheck.exercise import Bank, Exercise, ExerciseError, load_bank
+from gradcheck.ops import Interval
+from gradcheck.results import CheckResult, GradeReport
+from gradcheck.sandbox import Failure, Worker
+
+DEFAULT_MEMORY_MB = 1024
+Progress = Callable[[str, list[CheckResult]], None]
+
+
+class GraderError(Exception):
+    """The grader itself cannot run (a missing submission, an unreadable bank)."""
+
+
+def resolve_submission(submission: str | Path) -> Path:
+    """A submission's module file or package folder; `reference` and `torch` name bundled ones."""
+    if str(submission) == "reference":
+        return bundled.reference_path()
+    if str(submission) == "torch":
+        return Path(__file__).with_name("torch_engine.py")
+    path = Path(submission)
+    if path.is_file() and path.suffix == ".py":
+        return path
+    if path.is_dir() and (path / "__init__.py").is_file():
+        return path
+    if path.is_dir():
+        raise GraderError(f"{path} is a folder without __init__.py; give the engine's module "
+                          "file, or make the folder a package")
+    raise GraderError(f"no submission at {path}: give a .py file, a package folder, "
+                      "`reference` or `torch`")
+
+
+class Grader:
+    """Grades one submission. Owns its worker process and the oracles' results for the run."""
+
+    def __init__(self, submission: str | Path, *, seed: int | None = None,
+                 key: str | Path | None = None, oracles: Sequence[str] | None = None,
+                 timeout: float | None = None, memory_mb: int | None = DEFAULT_MEMORY_MB
+                 ) -> None:
+        self.label = str(submission)
+        self.path = resolve_submission(submission)
+        self.seed = secrets.randbelow(2**32) if seed is None else int(seed)
+        self.oracles = tuple(oracles) if oracles else None
+        self.timeout = timeout
+        self.key = _load_key(key) if key else None
+        self.worker = Worker(self.path, memory_mb=memory_mb)
+        self._missing: dict[str, str] | None = None
+        self._torch_records: dict[str, Any] = {}
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.worker.close()
+
+    # --- one exercise ---------------------------------------------------------------------------
+
+    def grade_exercise(self, exercise: Exercise) -> list[CheckResult]:
+        """One result per check of `exercise`; a fault costs only the checks it touches."""
+        shares = score.check_points(exercise)
+        deadline = time.monotonic() + (self.timeout or exercise.timeout)
+        absent = self._absent_operations(exercise, deadline)
+        results = []
+        for name, max_score in shares.items():
+            started = time.monotonic()
+            if absent:
+                status, message, notes = "failed", absent, []
+            else:
+                status, message, notes = self._run_check(exercise, name, deadline)
+            results.append(CheckResult(
+                exercise_id=exercise.id, check=name,
+                title=f"{exercise.title}: {CHECK_TITLES[name]}",
+                score=max_score if status in ("passed", "skipped") else 0.0,
+                max_score=max_score, status=status, message=message, topic=exercise.topic,
+                visibility=exercise.visibility, file=str(exercise.path or ""),
+                line=exercise.line_of(f"checks.{name}"), duration=time.monotonic() - started,
+                author_notes=notes))
+        return results
+
+    def broken_result(self, path: str | Path, error: ExerciseError) -> CheckResult:
+        """A broken exercise file: one failing result that shows where and what."""
+        problem = error.problems[0] if error.problems else None
+        return CheckResult(exercise_id=Path(path).name.removesuffix(".exercise.yaml"),
+                           check="load", title=f"{Path(path).name} could not be loaded",
+                           score=0.0, max_score=0.0, status="error", message=str(error),
+                           file=str(path), line=problem.line if problem else 0,
+                           author_notes=[str(error)])
+
+    def grade_bank(self, bank: Bank, progress: Progress | None = None) -> GradeReport:
+        """Every exercise of `bank`, in order; broken files become failing "load" results."""
+        started = time.monotonic()
+        report = GradeReport(submission=self.label, seed=self.seed)
+        for path, error in bank.broken:
+            report.results.append(self.broken_result(path, error))
+        for exercise in bank.exercises:
+            results = self.grade_exercise(exercise)
+            report.results += results
+            report.duration = time.monotonic() - started
+            if progress:
+                progress(exercise.id, results)
+        failure = self.worker.import_failure
+        if failure is not None:
+            report.import_error = failure.detail or failure.message
+        report.output = self.worker.output
+        report.duration = time.monotonic() - started
+        return report
+
+    # --- checks ---------------------------------------------------------------------------------
+
+    def _run_check(self, exercise: Exercise, name: str, deadline: float
+                   ) -> tuple[str, str, list[str]]:
+        check = getattr(exercise.checks, name)
+        if name in ("gradients", "sampled", "answers"):
+            points = self._points(exercise, name, check)
+            wanted = [o for o in getattr(check, "oracles", oracles.ORACLES)
+                      if self.oracles is None or o in self.oracles]
+            return self._gradients(exercise, points, wanted, deadline)
+        if name == "graph":
+            request = {"kind": "graph", "program": exercise.program.spec(),
+                       "point": exercise.values, "requires_grad": exercise.grad_names,
+                       "names": list(check.names)}
+            return self._against_torch(exercise, request, deadline, _graph_verdict)
+        request = {"kind": "behaviour", "program": exercise.program.spec(),
+                   "point": exercise.values, "requires_grad": exercise.grad_names,
+                   "steps": [step.model_dump(exclude_none=True, exclude_defaults=False)
+                             for step in check.steps]}
+        return self._against_torch(exercise, request, deadline, _behaviour_verdict)
+
+    def _points(self, exercise: Exercise, name: str, check: Any) -> list[dict[str, Any]]:
+        base = exercise.values
+        if name == "gradients":
+            return [base] + [{**base, **p} for p in check.points]
+        if name == "answers":
+            return [{**base, **(case.at or {})} for case in check.cases]
+        domains = {n: Interval(i.domain.low, i.domain.high, tuple(i.domain.avoid))
+                   for n, i in exercise.inputs.items() if i.domain is not None}
+        sizes = {n: s for n, s in exercise.sizes.items() if n in domains}
+        strategy = strategies.points(sizes, domains, check.margin)
+        drawn = strategies.draw(strategy, check.count, self._exercise_seed(exercise))
+        return [{**base, **p} for p in drawn]
+
+    def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
+                   deadline: float) -> tuple[str, str, list[str]]:
+        program = exercise.program
+        reply = self._ask(exercise, {"kind": "gradients", "program": program.spec(),
+                                     "points": points, "requires_grad": exercise.grad_names},
+                          deadline)
+        if isinstance(reply, Failure):
+            return "failed", reply.message, []
+        expected = oracles.compute(program, points, exercise.grad_names, wanted)
+        grading = compare.grade(program, points, exercise.grad_names, expected, reply["results"],
+                                _tolerances(exercise), exercise.convention)
+        if grading.count("skipped") == len(points):
+            return "skipped", grading.message, grading.author_notes
+        if grading.passed:
+            return "passed", grading.message, grading.author_notes
+        return "failed", _with_hint(grading.message, exercise), grading.author_notes
+
+    def _against_torch(self, exercise: Exercise, request: dict[str, Any], deadline: float,
+                       verdict: Callable[[dict[str, Any], dict[str, Any], Exercise], str]
+                       ) -> tuple[str, str, list[str]]:
+        expected = self._torch_record(request)
+        if isinstance(expected, str):
+            return "skipped", expected, [expected]
+        reply = self._ask(exercise, request, deadline)
+        if isinstance(reply, Failure):
+            return "failed", reply.message, []
+        message = verdict(expected, reply, exercise)
+        if message:
+            return "failed", _with_hint(message, exercise), []
+        return "passed", "", []
+
+    def _torch_record(self, request: dict[str, Any]) -> dict[str, Any] | str:
+        """torch's answer to `request`, observed in this process (torch is trusted)."""
+        cache_key = json.dumps(request, sort_keys=True)
+        if cache_key not in self._torch_records:
+            try:
+                from gradcheck import torch_engine
+            except ImportError:
+                self._torch_records[cache_key] = "skipped: torch is not installed"
+            else:
+                self._torch_records[cache_key] = probe.handle(torch_engine, request)
+        return self._torch_records[cache_key]
+
+    def _ask(self, exercise: Exercise, request: dict[str, Any], deadline: float
+             ) -> dict[str, Any] | Failure:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return Failure("timeout", f"not run: the exercise's {exercise.timeout:g} s ran out "
+                                      "in an earlier check", "")
+        return self.worker.request(request, timeout=remaining)
+
+    def _absent_operations(self, exercise: Exercise, deadline: float) -> str:
+        """A message naming what the exercise needs and the engine lacks, or ''."""
+        if self._missing is None:
+            reply = self._ask(exercise, {"kind": "inspect"}, deadline)
+            if isinstance(reply, Failure):
+                return reply.message
+            self._missing = dict(reply.get("details", {}))
+        needed = exercise.program.ops_used() | {"tensor", "no_grad", "tolist", "backward",
+                                                "grad"}
+        absent = [name for name in self._missing if name in needed]
+        if not absent:
+            return ""
+        details = "; ".join(self._missing[name] for name in absent)
+        return (f"your engine is missing {', '.join(absent)}, which this exercise uses "
+                f"({details}). Implement it to earn these points.")
+
+    def _exercise_seed(self, exercise: Exercise) -> int:
+        digest = hashlib.sha256(f"{self.seed}:{exercise.id}".encode()).digest()
+        return int.from_bytes(digest[:4], "big")
+
+
+CHECK_TITLES = {
+    "gradients": "gradients at the listed points",
+    "sampled": "gradients at sampled points",
+    "answers": "hand-derived answers",
+    "graph": "the graph (grad_fn, leaves)",
+    "behaviour": "autograd behaviour, step by step",
+}
+
+
+def _tolerances(exercise: Exercise) -> compare.Tolerances:
+    t = exercise.tolerance
+    return compare.Tolerances(compare.Tolerance(t.analytic.atol, t.analytic.rtol),
+                              compare.Tolerance(t.fd.atol, t.fd.rtol))
+
+
+def _with_hint(message: str, exercise: Exercise) -> str:
+    return f"{message}\nHint: {exercise.hint}" if exercise.hint else message
+
+
+def _graph_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> str:
+    """The first graph fact where the engine differs from torch, as a sentence, or ''."""
+    if torch.get("error"):
+        return ""  # validation reports a program torch cannot run; never the student's fault
+    if found.get("error"):
+        return _error_sentence("building the graph", found["error"])
+    tolerance = _tolerances(exercise).analytic
+    for name, facts in torch["nodes"].items():
+        mine = found["nodes"].get(name, {})
+        for field in ("grad_fn", "is_leaf", "requires_grad"):
+            if mine.get(field) != facts[field]:
+                return (f"{name}.{field} should be {facts[field]!r}, as in torch; your engine "
+                        f"gives {mine.get(field)!r}")
+        if not _close(mine.get("value"), facts["value"], tolerance):
+            return f"the value of {name} should be {facts['value']!r}; found {mine.get('value')!r}"
+    return ""
+
+
+def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> str:
+    """The first step where the engine departs from torch, as a sentence, or ''."""
+    check = exercise.checks.behaviour
+    if found.get("error"):
+        return _error_sentence("running the program before the first step", found["error"])
+    tolerance = _tolerances(exercise).analytic
+    for number, (step, want, got) in enumerate(zip(check.steps, torch["steps"], found["steps"]),
+                                               start=1):
+        where = f"step {number} ({_describe_step(step)})"
+        if bool(want["error"]) != bool(got["error"]):
+            if want["error"]:
+                return (f"{where}: torch raises {want['error']['type']} "
+                        f"({_first_line(want['error']['message'])}); your engine raised nothing")
+            return f"{where}: torch raises nothing; " + _error_sentence("", got["error"])
+        if want["error"] and want["error"]["type"] != got["error"]["type"]:
+            return (f"{where}: torch raises {want['error']['type']}, your engine "
+                    f"{got['error']['type']} ({_first_line(got['error']['message'])})")
+        for item in step.expect:
+            expected, seen = want["observed"].get(item), got["observed"].get(item)
+            if not _close(seen, expected, tolerance):
+                return f"{where}: {item} should be {expected!r} (as in torch); found {seen!r}"
+    return ""
+
+
+def _describe_step(step: Any) -> str:
+    data = step.model_dump(exclude_none=True, exclude={"expect"})
+    action, args = next(iter(data.items()))
+    if action == "backward":
+        args = {k: v for k, v in args.items() if v not in (None, False)}
+    inner = ", ".join(f"{k}={v!r}" for k, v in args.items()) if isinstance(args, dict) else \
+        ", ".join(map(str, args))
+    return f"{action}({inner})"
+
+
+def _close(found: Any, expected: Any, tolerance: compare.Tolerance) -> bool:
+    """Plain JSON values equal within `tolerance` (numbers), or exactly (anything else)."""
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        return type(found) is type(expected) and found == expected
+    if isinstance(expected, (int, float)):
+        if isinstance(found, bool) or not isinstance(found, (int, float)):
+            return False
+        return bool(tolerance.close([float(found)], [float(expected)])[0])
+    if isinstance(expected, list):
+        return (isinstance(found, list) and len(found) == len(expected)
+                and all(_close(f, e, tolerance) for f, e in zip(found, expected)))
+    return False
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _error_sentence(during: str, error: Mapping[str, Any]) -> str:
+    where = f" while {during}" if during else ""
+    return f"your engine raised {error['type']}{where}: {_first_line(error['message'])}"
+
+
+def _load_key(path: str | Path) -> Any:
+    from gradcheck import key
+
+    return key.load(path)
+
+
+def grade(submission: str | Path, exercises: str | Path | Iterable[str | Path] | None = None,
+          *, strict: bool = False, progress: Progress | None = None, **options: Any
+          ) -> GradeReport:
+    """Grade `submission` on a bank (default: the bundled one)."""
+    try:
+        bank = load_bank(exercises if exercises is not None else bundled.bank_dir(),
+                         strict=strict)
+    except OSError as exc:
+        raise GraderError(f"cannot read the exercises: {exc}") from exc
+    with Grader(submission, **options) as grader:
+        return grader.grade_bank(bank, progress)

@@ -1,0 +1,164 @@
+"""The three oracles: finite differences (numpy), torch.autograd and jax.grad.
+
+Each oracle differentiates a parsed program over a whole batch of points in one pass, so the cost
+of a check does not grow with Python work per point. torch and jax are optional: they are imported
+on first use, once, and an oracle whose library is missing answers :class:`Skipped` instead of a
+result, so that its checks are reported as skipped, never passed or failed.
+
+A batch maps each input name to an array: shape `(n,)` for a scalar input, `(n, k)` for a 1-D input
+of length `k`. Results use the same layout; a 1-D output gives values of shape `(n, k)`, and is
+differentiated through its sum (what `backward(gradient=ones)` does).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from gradcheck.ops import FUNCTION, Op
+from gradcheck.program import Apply, Node, Program, array_apply
+
+#: oracle name -> (module that implements it, library it needs)
+ORACLES: dict[str, tuple[str, str]] = {
+    "fd": ("gradcheck.oracles.finite_diff", "numpy"),
+    "torch": ("gradcheck.oracles.autograd_torch", "torch"),
+    "jax": ("gradcheck.oracles.jax_grad", "jax"),
+}
+
+Batch = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """An oracle's values and gradients at every point of a batch (float64)."""
+
+    oracle: str
+    value: np.ndarray  # (n,) or (n, k) for a 1-D output
+    grads: dict[str, np.ndarray]  # input -> (n,) or (n, k); zeros where the output ignores it
+    #: finite differences only: the plain central difference, to judge how well conditioned the
+    #: chosen (more accurate) estimate is.
+    central: dict[str, np.ndarray] | None = None
+    #: finite differences only: id of a node whose kink, pole or domain edge the stencil crosses
+    #: (-1 where none), so a disagreement there can be explained.
+    crossing: dict[str, np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An oracle that could not run, with the reason shown instead of a verdict."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def as_batch(program: Program, points: Sequence[Mapping[str, Any]] | Mapping[str, Any]
+             ) -> Batch:
+    """Turn a list of points (name -> float or list of floats) into the batch form, checked.
+
+    A mapping is taken to be a batch already and is only checked and converted to float64.
+    """
+    if isinstance(points, Mapping):
+        columns = {name: np.asarray(points[name], dtype=np.float64) for name in points}
+        if any(c.ndim == 0 for c in columns.values()):
+            raise ValueError("a batch maps each input to an array with one value per point; "
+                             "pass a single point as a list: [point]")
+        n = len(next(iter(columns.values()))) if columns else 0
+    else:
+        n = len(points)
+        for i, point in enumerate(points):
+            missing = set(program.inputs) - set(point)
+            if missing:
+                raise ValueError(f"point {i} has no value for {', '.join(sorted(missing))}")
+        columns = {name: np.asarray([p[name] for p in points], dtype=np.float64)
+                   for name in program.inputs} if n else {}
+    batch: Batch = {}
+    for name, size in program.inputs.items():
+        if n == 0:
+            batch[name] = np.zeros((0,) if size is None else (0, size))
+            continue
+        if name not in columns:
+            raise ValueError(f"the points have no value for input {name!r}")
+        column = columns[name]
+        shape = (n,) if size is None else (n, size)
+        if column.shape != shape:
+            what = "a number" if size is None else f"a list of {size} numbers"
+            raise ValueError(f"input {name!r} must be {what} at every point; got values of "
+                             f"shape {column.shape[1:] or 'scalar'}")
+        batch[name] = column
+    return batch
+
+
+def batch_size(batch: Mapping[str, np.ndarray]) -> int:
+    return len(next(iter(batch.values()))) if batch else 0
+
+
+def element_first(column: np.ndarray) -> np.ndarray:
+    """(n,) stays, (n, k) becomes (k, n): the layout of :func:`gradcheck.program.array_apply`."""
+    return column.T if column.ndim == 2 else column
+
+
+def reached_inputs(program: Program) -> frozenset[str]:
+    """The inputs the output depends on through the program: torch leaves the others' .grad None."""
+    seen = {program.output}
+    for node_id in range(program.output, -1, -1):
+        if node_id in seen:
+            seen.update(program.nodes[node_id].args)
+    return frozenset(n.name for i, n in enumerate(program.nodes) if n.op == "input" and i in seen)
+
+
+def native_apply(xp: Any, function: Callable[[str], Callable[[Any], Any]]) -> Apply:
+    """Like `array_apply(xp)`, but each named function (exp, sigmoid, relu, ...) is the library's
+    own, so its derivative is the library's, including its conventions at kinks."""
+    arrays = array_apply(xp)
+
+    def apply(op: Op, args: list[Any], node: Node) -> Any:
+        if op.kind == FUNCTION:
+            return function(op.name)(args[0])
+        return arrays(op, args, node)
+
+    return apply
+
+
+def compute(program: Program, points: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+            requires_grad: Iterable[str],
+            oracles: Sequence[str] = ("fd", "torch", "jax")) -> dict[str, OracleResult | Skipped]:
+    """Values and gradients of `program` at every point, by each named oracle."""
+    batch = as_batch(program, points)
+    wanted = _requires_grad(program, requires_grad)
+    results: dict[str, OracleResult | Skipped] = {}
+    for name in oracles:
+        backend = _backend(name)
+        results[name] = backend if isinstance(backend, Skipped) else backend.run(
+            program, batch, wanted)
+    return results
+
+
+def _requires_grad(program: Program, names: Iterable[str]) -> tuple[str, ...]:
+    wanted = tuple(dict.fromkeys(names))
+    unknown = [n for n in wanted if n not in program.inputs]
+    if unknown:
+        raise ValueError(f"requires_grad names {', '.join(unknown)}, which are not inputs; the "
+                         f"inputs are {', '.join(program.inputs)}")
+    return wanted
+
+
+@functools.cache
+def _backend(name: str) -> ModuleType | Skipped:
+    if name not in ORACLES:
+        raise ValueError(f"unknown oracle {name!r}; choose from {', '.join(ORACLES)}")
+    module, library = ORACLES[name]
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == library:
+            return Skipped(f"skipped: {library} is not installed")
+        raise
+    except OSError as exc:  # installed but broken, e.g. a shared library that will not load
+        return Skipped(f"skipped: {library} could not be loaded ({exc})")

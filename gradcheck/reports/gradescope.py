@@ -1,0 +1,75 @@
+"""Gradescope's results.json: one test per check, written atomically and as often as wanted.
+
+Gradescope shows each test according to its `visibility` and itself holds back `after_due_date`
+and `after_published` tests until then, so their messages are written in full. A `hidden` test is
+never shown to students, and its output carries no details all the same, so that a
+misconfigured assignment cannot leak a hidden exercise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from gradcheck.reports import WITHHELD, atomic_write, by_exercise, shown_output
+from gradcheck.results import CheckResult, GradeReport
+
+#: The note of results written while grading is still going on.
+UNFINISHED = "Grading did not finish: these are the results so far."
+
+
+def results_json(report: GradeReport, *, incomplete: str = "") -> dict[str, Any]:
+    """The results.json document for `report`; `incomplete` says why results may be missing."""
+    tests = [_test(r, f"{i}.{j}")
+             for i, exercise in enumerate(by_exercise(report), start=1)
+             for j, r in enumerate(exercise.checks, start=1)]
+    return {
+        "score": report.score,
+        "execution_time": round(report.duration, 2),
+        "output": _summary(report, incomplete),
+        "visibility": "visible",
+        # The grader's own stdout is a log for the instructor, not feedback.
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+
+
+def write_results_json(report: GradeReport, path: str | os.PathLike[str], *,
+                       incomplete: str = "") -> None:
+    """Write results.json; safe to call after every exercise, each call leaves a complete file.
+
+    While grading goes on, pass `incomplete=UNFINISHED`: a run killed before the final write
+    then leaves a valid file that says the results are partial.
+    """
+    text = json.dumps(results_json(report, incomplete=incomplete), indent=2, ensure_ascii=False,
+                      allow_nan=False)
+    atomic_write(path, text + "\n")
+
+
+def _test(r: CheckResult, number: str) -> dict[str, Any]:
+    test: dict[str, Any] = {
+        "name": f"{r.title} ({r.exercise_id})" if r.title else r.name,
+        "number": number,
+        "score": r.score,
+        "max_score": r.max_score,
+        "output": WITHHELD if r.visibility == "hidden" else r.message,
+        "visibility": r.visibility,
+        "tags": [r.topic] if r.topic else [],
+    }
+    if r.status != "skipped":  # a skipped check is judged by Gradescope's rule: score >= max_score
+        test["status"] = "passed" if r.status == "passed" else "failed"
+    return test
+
+
+def _summary(report: GradeReport, incomplete: str) -> str:
+    parts = [incomplete] if incomplete else []
+    if report.import_error:
+        parts.append("Your submission could not be imported:\n\n" + report.import_error)
+    if report.results:
+        parts.append(f"Seed {report.seed}: grading again with --seed {report.seed} reproduces "
+                     "this run.")
+    output = shown_output(report)
+    if output:
+        parts.append("What your submission printed:\n\n" + output)
+    return "\n\n".join(parts)

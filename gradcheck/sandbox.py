@@ -1,0 +1,424 @@
+"""The grader's side of the worker process: start it, ask it, time it out, kill it, restart it.
+
+A submission never runs in the grader's process. `Worker` keeps one worker subprocess
+(:mod:`gradcheck.worker`) per submission alive across requests. `request` returns the worker's
+reply, checked against the shape the probe gives (:func:`gradcheck.probe.check_reply`), or a
+`Failure` that says plainly what happened ("timed out after 10 s in backward()"). After a failure
+the worker's processes are all killed and a new worker starts with the next request; only the
+request that failed is lost. A submission that cannot be imported fails every request with the
+same `Failure`, which carries the traceback.
+
+Limits, and who enforces them:
+
+- wall time, per request: the grader, which kills the worker;
+- memory: RLIMIT_DATA in the worker (the engine gets a MemoryError; RLIMIT_AS is not used because
+  torch and numpy reserve far more address space than they touch), and the resident memory of all
+  the worker's processes, polled by the grader;
+- processes and threads: counted by the grader over the worker's session and its descendants. The
+  grader runs as root, for whom RLIMIT_NPROC does not apply, and a writable cgroup v2 `pids`
+  controller cannot be assumed (this machine has none), so the count is polled; a process that
+  leaves the session and is orphaned escapes it, which the platform's container must bound;
+- output: stdout and stderr go to files the grader reads (keeping the first `keep_output` bytes of
+  each) and empties after every request; more than `max_output` bytes in one request fail it;
+  RLIMIT_FSIZE caps any file the worker writes;
+- CPU time: RLIMIT_CPU over the worker's life, a backstop for a worker left spinning;
+- no core dumps; a session of its own; killed when the grader dies (PR_SET_PDEATHSIG).
+
+A submission running as root can raise its own rlimits; the polled limits still hold. Running the
+grader as an unprivileged user in a container is the platform's part (see docs/security.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from gradcheck import probe
+from gradcheck.worker import BOOTSTRAP, HEADER, MAX_FRAME, pack
+
+POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_GRADCHECK_DIR = str(Path(__file__).resolve().parent)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A request the worker could not answer.
+
+    `kind` is one of timeout, exit, signal, memory, tasks, output, cpu, raised, protocol, import;
+    `message` is a sentence for the student; `phase` is where the engine was (a key of
+    :data:`gradcheck.probe.PHASES`); `detail` holds a traceback or an exception's message.
+    """
+
+    kind: str
+    message: str
+    phase: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+class Worker:
+    """One submission's worker process, started on the first request and after each failure."""
+
+    def __init__(self, submission: str | Path, *, memory_mb: int | None = 1024,
+                 cpu_seconds: int = 3600, max_output: int = 1_000_000,
+                 keep_output: int = 20_000, max_tasks: int = 256,
+                 import_timeout: float = 60.0, python: str = sys.executable) -> None:
+        self.submission = Path(submission).resolve()
+        self.memory_mb = memory_mb
+        self.cpu_seconds = cpu_seconds
+        self.max_output = max_output
+        self.keep_output = keep_output
+        self.max_tasks = max_tasks
+        self.import_timeout = import_timeout
+        self.python = python
+        #: set once the submission failed to import; every later request returns it.
+        self.import_failure: Failure | None = None
+        #: how many worker processes were started (1 + restarts).
+        self.starts = 0
+        #: bytes of output not kept.
+        self.dropped = 0
+        self._kept = {"stdout": bytearray(), "stderr": bytearray()}
+        self._dir = Path(tempfile.mkdtemp(prefix="gradcheck-worker-"))
+        self._home = self._dir / "home"  # the worker's cwd, HOME and TMPDIR
+        self._home.mkdir()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._buffer = bytearray()
+        self._eof = False
+        self._phase = ""
+        self._next_scan = 0.0
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill the worker and every process it started; remove its files."""
+        if self._proc is not None:
+            self._stop()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    @property
+    def pid(self) -> int | None:
+        """The running worker's process id (also its session id), if one is running."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def output(self) -> str:
+        """What the submission printed so far, truncated, with how much was dropped."""
+        parts = [f"--- {name} ---\n{data.decode('utf-8', 'replace')}"
+                 for name, data in self._kept.items() if data]
+        if self.dropped:
+            parts.append(f"[gradcheck dropped {self.dropped} more bytes of output]")
+        return "\n".join(parts)
+
+    def request(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | Failure:
+        """The worker's reply to `request` (see gradcheck.probe), or why there is none.
+
+        Raises gradcheck.probe.RequestError for a malformed request (a grader bug)."""
+        probe.check_request(request)
+        if self.import_failure is not None:
+            return self.import_failure
+        if self._proc is None:
+            failure = self._start()
+            if failure is not None:
+                self.import_failure = failure
+                return failure
+        self._phase = str(request["kind"])
+        deadline = time.monotonic() + timeout
+        assert self._sock is not None
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(pack(dict(request)))
+        except TimeoutError:  # the worker stopped reading requests
+            return self._fail("timeout", f"timed out after {timeout:g} s {self._where()}")
+        except OSError:
+            if self._exited():
+                return self._exit_failure()
+            return self._fail("protocol", f"the engine closed the grader's channel "
+                              f"{self._where()}")
+        frame = self._wait(deadline, timeout)
+        if isinstance(frame, Failure):
+            return frame
+        failure = self._over_limits()
+        if failure is not None:
+            return failure
+        self._collect_output()
+        return self._reply(request, frame)
+
+    # --- starting ----------------------------------------------------------------------------
+
+    def _start(self) -> Failure | None:
+        self.starts += 1
+        parent, child = socket.socketpair()
+        streams = {name: os.open(self._dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                   for name in self._kept}
+        config = {"fd": child.fileno(), "parent": os.getpid(), "submission": str(self.submission),
+                  "limits": self._limits()}
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._home),
+               "TMPDIR": str(self._home), "LANG": "C.UTF-8",
+               "PYTHONHASHSEED": "0"}  # set iteration order, as in every other run
+        try:
+            # -s -P -B and a minimal environment: no user site, no cwd on sys.path, no bytecode
+            # written into the submission's folder. Not -I, which would ignore PYTHONHASHSEED.
+            self._proc = subprocess.Popen(
+                [self.python, "-s", "-P", "-B", "-c", BOOTSTRAP, _GRADCHECK_DIR,
+                 json.dumps(config)],
+                stdin=subprocess.DEVNULL, stdout=streams["stdout"], stderr=streams["stderr"],
+                cwd=self._home, env=env, pass_fds=(child.fileno(),), start_new_session=True)
+        finally:
+            child.close()
+            for fd in streams.values():
+                os.close(fd)
+        self._sock = parent
+        self._buffer.clear()
+        self._eof = False
+        self._phase = "import"
+        frame = self._wait(time.monotonic() + self.import_timeout, self.import_timeout)
+        self._collect_output()
+        if isinstance(frame, Failure):
+            return frame
+        if frame.get("ready") is True:
+            return None
+        record = frame.get("import_error")
+        if isinstance(record, dict) and all(isinstance(record.get(k), str)
+                                            for k in ("type", "message", "traceback")):
+            self._stop()
+            return Failure("import", f"the submission could not be imported: {record['type']}: "
+                           f"{record['message']}", "import", record["traceback"])
+        return self._fail("protocol", "the engine sent something other than a reply while "
+                          "being imported")
+
+    def _limits(self) -> dict[str, tuple[int, int]]:
+        limits = {"cpu": (self.cpu_seconds, self.cpu_seconds + 5),  # SIGXCPU before SIGKILL
+                  "fsize": (self.max_output + (1 << 20),) * 2, "core": (0, 0)}
+        if self.memory_mb is not None:
+            limits["data"] = (self.memory_mb << 20,) * 2
+        return limits
+
+    # --- waiting -----------------------------------------------------------------------------
+
+    def _wait(self, deadline: float, timeout: float) -> dict[str, Any] | Failure:
+        """The next frame that is not progress, or the failure that came first."""
+        assert self._proc is not None
+        while True:
+            exited = self._exited()  # checked first: frames sent before exiting are read first
+            wait = 0.001 if exited else min(POLL, max(deadline - time.monotonic(), 0.001))
+            frame = self._next_frame(wait)
+            if isinstance(frame, dict) and set(frame) == {"phase"} and isinstance(
+                    frame["phase"], str):
+                self._phase = frame["phase"][:40]
+            elif frame is not None:
+                return frame
+            elif exited:
+                return self._exit_failure()
+            elif self._eof:  # the channel closed: the worker is exiting, or broke it
+                for _ in range(20):
+                    time.sleep(POLL)
+                    if self._exited():
+                        return self._exit_failure()
+                return self._fail("protocol", f"the engine closed the grader's channel "
+                                  f"{self._where()}")
+            failure = self._watch(deadline, timeout)
+            if failure is not None:
+                return failure
+
+    def _next_frame(self, wait: float) -> dict[str, Any] | Failure | None:
+        """A complete frame, reading the socket for at most `wait` s if none is buffered."""
+        assert self._sock is not None
+        if not self._eof and len(self._buffer) < self._frame_end():
+            self._sock.settimeout(wait)
+            try:
+                chunk = self._sock.recv(1 << 20)
+            except TimeoutError:
+                return None
+            self._eof = not chunk
+            self._buffer += chunk
+        if len(self._buffer) < self._frame_end():
+            return None
+        end = self._frame_end()
+        if end > HEADER.size + MAX_FRAME:
+            return self._fail("protocol", f"the engine wrote garbage to the grader's channel "
+                              f"{self._where()}")
+        body = bytes(self._buffer[HEADER.size:end])
+        del self._buffer[:end]
+        try:
+            frame = json.loads(body)
+        except ValueError:
+            frame = None
+        if not isinstance(frame, dict):
+            return self._fail("protocol", f"the engine wrote garbage to the grader's channel "
+                              f"{self._where()}")
+        return frame
+
+    def _frame_end(self) -> int:
+        """How many buffered bytes the first frame needs (the header alone, until it is read)."""
+        if len(self._buffer) < HEADER.size:
+            return HEADER.size
+        return HEADER.size + HEADER.unpack(self._buffer[:HEADER.size])[0]
+
+    def _exited(self) -> bool:
+        """Whether the worker exited; it stays unreaped, so its pid and group are not reused."""
+        assert self._proc is not None
+        return os.waitid(os.P_PID, self._proc.pid,
+                         os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def _watch(self, deadline: float, timeout: float) -> Failure | None:
+        """A failure if the worker ran out of time or broke a polled limit."""
+        now = time.monotonic()
+        if now >= deadline:
+            return self._fail("timeout", f"timed out after {timeout:g} s {self._where()}")
+        if now >= self._next_scan:
+            self._next_scan = now + POLL
+            return self._over_limits()
+        return None
+
+    def _over_limits(self) -> Failure | None:
+        assert self._proc is not None
+        members = _members(self._proc.pid)
+        if sum(threads for _, threads, _ in members) > self.max_tasks:
+            return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
+                              f"or threads {self._where()}")
+        if self.memory_mb is not None and sum(rss for *_, rss in members) > self.memory_mb << 20:
+            return self._fail("memory", self._memory_message())
+        printed = sum(os.stat(self._dir / name).st_size for name in self._kept)
+        if printed > self.max_output:
+            return self._fail("output", f"the engine printed more than {_bytes(self.max_output)} "
+                              f"{self._where()}")
+        return None
+
+    # --- endings -----------------------------------------------------------------------------
+
+    def _reply(self, request: Mapping[str, Any], frame: dict[str, Any]) -> dict[str, Any] | Failure:
+        if set(frame) == {"reply"}:
+            try:
+                probe.check_reply(request, frame["reply"])
+            except probe.ProtocolError as exc:
+                return self._fail("protocol", f"the engine sent a {exc} {self._where()}")
+            return frame["reply"]
+        record = frame.get("fatal")
+        if set(frame) == {"fatal"} and isinstance(record, dict) and all(
+                isinstance(record.get(k), str) for k in ("type", "message")):
+            kind, what = {
+                "MemoryError": ("memory", ""),
+                "SystemExit": ("exit", f"the engine called sys.exit({record['message']})"),
+            }.get(record["type"], ("raised", f"the engine raised {record['type']}"))
+            message = self._memory_message() if kind == "memory" else f"{what} {self._where()}"
+            return self._fail(kind, message, record["message"])
+        return self._fail("protocol", f"the engine sent something other than a reply "
+                          f"{self._where()}")
+
+    def _exit_failure(self) -> Failure:
+        phase = self._phase
+        code = self._stop()
+        where = _where(phase)
+        if code >= 0:
+            return Failure("exit", f"the engine exited with code {code} {where}", phase)
+        if -code == signal.SIGXCPU:
+            return Failure("cpu", f"the engine used more than {self.cpu_seconds} s of CPU time "
+                           f"{where}", phase)
+        return Failure("signal", f"the engine crashed with signal {signal.Signals(-code).name} "
+                       f"{where}", phase)
+
+    def _fail(self, kind: str, message: str, detail: str = "") -> Failure:
+        phase = self._phase
+        self._stop()
+        return Failure(kind, message, phase, detail)
+
+    def _stop(self) -> int:
+        """Kill the worker and everything it started, reap it, keep its output; its exit code."""
+        assert self._proc is not None and self._sock is not None
+        _kill_all(self._proc.pid)
+        code = self._proc.wait()
+        self._sock.close()
+        self._proc = self._sock = None
+        self._collect_output()
+        return code
+
+    def _collect_output(self) -> None:
+        """Keep the head of what was printed, count the rest, and empty the files."""
+        for name, kept in self._kept.items():
+            with open(self._dir / name, "rb+") as f:
+                size = os.fstat(f.fileno()).st_size
+                data = f.read(min(size, max(self.keep_output - len(kept), 0)))
+                kept += data
+                self.dropped += size - len(data)
+                f.truncate(0)
+
+    def _where(self) -> str:
+        return _where(self._phase)
+
+    def _memory_message(self) -> str:
+        limit = f" (limit {self.memory_mb} MB)" if self.memory_mb is not None else ""
+        return f"the engine ran out of memory{limit} {self._where()}"
+
+
+def _where(phase: str) -> str:
+    return probe.PHASES.get(phase, f"in {phase}")
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("MB", 1_000_000), ("kB", 1000)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
+
+
+def _members(session: int) -> list[tuple[int, int, int]]:
+    """(pid, threads, resident bytes) of each live process in `session` or descending from one.
+
+    A process that called setsid() is still found through its parent while that lives."""
+    stats: dict[int, tuple[int, int, int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:  # it exited meanwhile
+            continue
+        fields = data[data.rindex(b")") + 2:].split()
+        if fields[0] != b"Z":  # zombies hold no memory and run nothing
+            stats[int(name)] = (int(fields[1]), int(fields[3]), int(fields[17]),
+                                int(fields[21]) * _PAGE)
+    found = {pid for pid, (_, sid, _, _) in stats.items() if sid == session}
+    while True:
+        more = {pid for pid, (ppid, *_) in stats.items() if ppid in found} - found
+        if not more:
+            break
+        found |= more
+    return [(pid, stats[pid][2], stats[pid][3]) for pid in found]
+
+
+def _kill_all(session: int) -> None:
+    """SIGKILL the worker's process group, then any process of its session or its descendants,
+    until none is left (a fork loop may be making new ones)."""
+    for _ in range(200):
+        try:
+            os.killpg(session, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        members = _members(session)
+        if not members:
+            return
+        for pid, *_ in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)

@@ -1,0 +1,78 @@
+"""hypothesis strategies for points that keep a set distance from kinks, poles and domain edges.
+
+A domain is a :class:`gradcheck.ops.Interval` (open bounds `low`, `high`, and `avoid` points) plus a
+`margin`: every drawn value lies more than `margin` inside the bounds and more than `margin` away
+from each avoided point. Near a kink or a pole finite differences cannot judge and torch and jax
+may both be right, so a property check that samples there only finds noise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from gradcheck.ops import Interval, Op
+
+
+def allowed(interval: Interval, margin: float = 0.0) -> list[tuple[float, float]]:
+    """The open pieces of `interval` left after removing `margin` around edges and avoid points."""
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, not {margin}")
+    cuts = sorted(a for a in interval.avoid if interval.low < a < interval.high)
+    edges = [interval.low, *cuts, interval.high]
+    pieces = [(lo + margin, hi - margin) for lo, hi in zip(edges, edges[1:])]
+    pieces = [(lo, hi) for lo, hi in pieces if lo < hi]
+    if not pieces:
+        raise ValueError(f"the domain ({interval.low}, {interval.high}) avoiding "
+                         f"{list(interval.avoid)} with margin {margin} leaves no room to sample")
+    return pieces
+
+
+def scalars(interval: Interval, margin: float = 0.0) -> st.SearchStrategy[float]:
+    """Floats in the allowed pieces of `interval` (open at every cut)."""
+    return st.one_of([st.floats(lo, hi, exclude_min=True, exclude_max=True)
+                      for lo, hi in allowed(interval, margin)])
+
+
+def vectors(interval: Interval, size: int, margin: float = 0.0
+            ) -> st.SearchStrategy[list[float]]:
+    """Lists of `size` floats, each kept away from the cuts as :func:`scalars` is."""
+    return st.lists(scalars(interval, margin), min_size=size, max_size=size)
+
+
+def points(inputs: Mapping[str, int | None], domains: Mapping[str, Interval],
+           margin: float = 0.0) -> st.SearchStrategy[dict[str, Any]]:
+    """Points for a program: input name -> float (scalar input) or list of floats (1-D)."""
+    missing = [name for name in inputs if name not in domains]
+    if missing:
+        raise ValueError(f"no domain for input{'s' * (len(missing) > 1)} {', '.join(missing)}")
+    return st.fixed_dictionaries({
+        name: scalars(domains[name], margin) if size is None
+        else vectors(domains[name], size, margin)
+        for name, size in inputs.items()})
+
+
+def arguments(op: Op, margin: float = 0.0) -> st.SearchStrategy[tuple[float, ...]]:
+    """Arguments of one operation from the table, each from its declared domain."""
+    return st.tuples(*(scalars(domain, margin) for domain in op.domains))
+
+
+def draw(strategy: st.SearchStrategy[Any], count: int, at_seed: int) -> list[Any]:
+    """`count` examples of `strategy`, reproducibly from `at_seed`, outside any test.
+
+    Runs hypothesis's generation phase only, with no example database, so that one run's failing
+    example never replays in another.
+    """
+    examples: list[Any] = []
+
+    @seed(at_seed)
+    @settings(max_examples=count, database=None, derandomize=False, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(example: Any) -> None:
+        examples.append(example)
+
+    collect()
+    return examples[:count]

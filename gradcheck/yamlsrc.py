@@ -1,0 +1,283 @@
+"""YAML for hand-written files: plain data that remembers where each field was written.
+
+PyYAML alone reads YAML 1.1: `1e-6` becomes a string, `no` becomes False, and a repeated key
+silently keeps its last value. Here scalars are resolved by the YAML 1.2 core schema (`true`,
+`false`, `null`, decimal and `0x`/`0o` integers, floats with or without a dot, `.inf`, `.nan`;
+everything else is a string), a repeated key is an error naming both lines, and only the core
+tags are accepted, so no file can ask for a Python object.
+
+Fields are addressed by paths: a tuple such as `("checks", "behaviour", "steps", 2, "backward")`,
+written `checks.behaviour.steps[2].backward`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import BaseConstructor
+from yaml.emitter import Emitter
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.representer import SafeRepresenter
+from yaml.resolver import BaseResolver
+from yaml.scanner import Scanner
+from yaml.serializer import Serializer
+
+Path = tuple[str | int, ...]
+
+#: A file that unrolls (through aliases) into more nodes than this is refused.
+MAX_NODES = 200_000
+
+_TAG = "tag:yaml.org,2002:"
+_SCALARS = ("str", "int", "float", "bool", "null")
+_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
+                    r"|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
+
+
+class Resolver12(BaseResolver):
+    """Implicit tags of plain scalars by the YAML 1.2 core schema (shared by loader and dumper)."""
+
+    yaml_implicit_resolvers: dict = {}
+
+
+for _tag, _regexp, _first in [
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+    ("int", rf"^(?:{_INT.pattern})$", list("-+0123456789")),
+    ("float", rf"^(?:{_FLOAT.pattern})$", list("-+.0123456789")),
+]:
+    Resolver12.add_implicit_resolver(_TAG + _tag, re.compile(_regexp), _first)
+
+
+class _Loader(Reader, Scanner, Parser, Composer, BaseConstructor, Resolver12):
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        BaseConstructor.__init__(self)
+        Resolver12.__init__(self)
+
+
+class YamlError(ValueError):
+    """A file that is not acceptable YAML; `line` and `column` are 1-based (0 when unknown)."""
+
+    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+@dataclass
+class Source:
+    """The data of one YAML document and where each part of it was written."""
+
+    data: Any
+    text: str
+    #: path -> (line, column), 1-based: of the key for a mapping entry, of the item for a list item.
+    marks: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    #: path -> the YAML node of the value (for positions inside a string such as a program).
+    nodes: dict[Path, yaml.Node] = field(default_factory=dict)
+
+    def line_of(self, path: Path | str) -> int:
+        """The line of `path`, or of its nearest ancestor that was written (1 for the root)."""
+        steps = parse_path(path) if isinstance(path, str) else tuple(path)
+        while steps:
+            if steps in self.marks:
+                return self.marks[steps][0]
+            steps = steps[:-1]
+        return 1
+
+    def text_position(self, path: Path, line: int, column: int) -> tuple[int, int]:
+        """Where line/column (1-based) of the string at `path` stands in the file.
+
+        Exact for literal blocks (`|`) and one-line strings; the value's first line otherwise.
+        """
+        node = self.nodes.get(tuple(path))
+        if node is None:
+            return self.line_of(path), 0
+        start = node.start_mark
+        if node.style == "|":
+            first = start.line + 1  # 0-based line of the block's first content line
+            return first + line, _block_indent(self.text, first) + column
+        if start.line == node.end_mark.line:
+            quoted = 1 if node.style in ("'", '"') else 0
+            return start.line + 1, start.column + quoted + column
+        return start.line + 1, start.column + 1
+
+
+def _block_indent(text: str, first: int) -> int:
+    for line in text.splitlines()[first:]:
+        if line.strip():
+            return len(line) - len(line.lstrip(" "))
+    return 0
+
+
+def parse_path(path: str) -> Path:
+    """`checks.behaviour.steps[2].backward` -> ("checks", "behaviour", "steps", 2, "backward")."""
+    return tuple(int(index) if index else key
+                 for key, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path))
+
+
+def format_path(path: Iterable[str | int]) -> str:
+    """The inverse of :func:`parse_path`."""
+    text = ""
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else str(step))
+    return text
+
+
+def load(text: str) -> Source:
+    """Read one YAML document; raises :class:`YamlError` with the line of the problem."""
+    try:
+        loader = _Loader(text)
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        raise _syntax_error(exc) from None
+    except yaml.YAMLError as exc:  # reader errors: bad characters or encodings
+        raise YamlError(f"not readable as YAML: {exc}", 1, 1) from None
+    source = Source(None, text)
+    source.data = _Builder(source).value(root, ()) if root is not None else None
+    return source
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError) -> YamlError:
+    mark = exc.problem_mark or exc.context_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+    if "expected a single document" in str(exc.context):
+        return YamlError("the file holds several documents (`---`); keep one exercise per file",
+                         line, column)
+    problem = exc.problem or exc.context or "not valid YAML"
+    if exc.problem and exc.context and exc.context_mark:
+        problem += f" {exc.context} that starts at line {exc.context_mark.line + 1}"
+    return YamlError(f"YAML syntax: {problem} (column {column}); check the indentation, and quote "
+                     "values that contain ': ' or start with a special character", line, column)
+
+
+class _Builder:
+    """Turns composed nodes into plain data, recording marks and refusing what is not wanted."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.count = 0
+        self.open: set[int] = set()  # nodes being built: an alias back to one of them is a cycle
+
+    def value(self, node: yaml.Node, path: Path) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise _error(node, f"the file unrolls to more than {MAX_NODES} values; "
+                               "use fewer aliases (*name)")
+        self.source.nodes[path] = node
+        if isinstance(node, yaml.ScalarNode):
+            return _scalar(node)
+        if id(node) in self.open:
+            raise _error(node, "an alias refers to a value that contains it; remove the cycle")
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                _check_tag(node, "seq")
+                items = []
+                for index, item in enumerate(node.value):
+                    self.source.marks[path + (index,)] = _position(item)
+                    items.append(self.value(item, path + (index,)))
+                return items
+            _check_tag(node, "map")
+            return self.mapping(node, path)
+        finally:
+            self.open.discard(id(node))
+
+    def mapping(self, node: yaml.MappingNode, path: Path) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _error(key_node, "a key must be a plain name, not a list or a mapping")
+            _check_tag(key_node, *_SCALARS)
+            if key_node.value == "<<" and key_node.style is None:
+                raise _error(key_node, "merge keys (<<) are not supported; write the keys out")
+            key = str(key_node.value)
+            line, column = _position(key_node)
+            if key in first_line:
+                raise YamlError(f"duplicate key {key!r} (first at line {first_line[key]}); keep "
+                                "one of them", line, column)
+            first_line[key] = line
+            self.source.marks[path + (key,)] = (line, column)
+            result[key] = self.value(value_node, path + (key,))
+        return result
+
+
+def _scalar(node: yaml.ScalarNode) -> Any:
+    kind = _check_tag(node, *_SCALARS)
+    text = node.value
+    try:
+        if kind == "null":
+            if text not in ("", "~", "null", "Null", "NULL"):
+                raise ValueError
+            return None
+        if kind == "bool":
+            return {"true": True, "false": False}[text.lower()]
+        if kind == "int":
+            return int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10)
+        if kind == "float":
+            lowered = text.lower()
+            if lowered.endswith((".inf", ".nan")):
+                return float(lowered.replace(".", ""))
+            return float(text)
+    except (ValueError, KeyError):
+        raise _error(node, f"{text!r} is not a valid {kind}") from None
+    return text
+
+
+def _check_tag(node: yaml.Node, *allowed: str) -> str:
+    tag = node.tag or ""
+    kind = tag[len(_TAG):] if tag.startswith(_TAG) else ""
+    if kind not in allowed:
+        raise _error(node, f"the tag {tag!r} is not allowed here; remove it (only plain YAML "
+                           "data is read)")
+    return kind
+
+
+def _position(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _error(node: yaml.Node, message: str) -> YamlError:
+    return YamlError(message, *_position(node))
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+class _Dumper(Emitter, Serializer, SafeRepresenter, Resolver12):
+    """Writes YAML that :func:`load` reads back to the same data (strings quoted when needed)."""
+
+    def __init__(self, stream: Any, **_options: Any) -> None:
+        Emitter.__init__(self, stream, allow_unicode=True, width=100)
+        Serializer.__init__(self)
+        SafeRepresenter.__init__(self, default_flow_style=False, sort_keys=False)
+        Resolver12.__init__(self)
+
+
+def _represent_str(dumper: _Dumper, text: str) -> yaml.ScalarNode:
+    if any(c in text for c in "\r\x85\u2028\u2029"):
+        style: str | None = '"'  # PyYAML writes these line breaks raw in other styles
+    else:
+        style = "|" if "\n" in text.rstrip("\n") else None
+    return dumper.represent_scalar(_TAG + "str", text, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump(data: Any) -> str:
+    """YAML text for plain data (mappings keep their order; multi-line strings as `|` blocks)."""
+    return yaml.dump(data, Dumper=_Dumper)

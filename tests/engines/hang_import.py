@@ -1,0 +1,4 @@
+"""Never finishes importing."""
+import time
+
+time.sleep(3600)

@@ -1,0 +1,77 @@
+"""Exercises, engines and the results.json schema shared by the report, CLI and plugin tests."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+#: Gradescope's results.json format (a draft-07 schema, kept with the tests).
+SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope-results.schema.json").read_text())
+
+SQUARE = """\
+id: square
+title: A square and a line
+topic: 01-forward
+points: 3
+inputs:
+  x: {value: 0.1, domain: {low: -2, high: 2}}
+program: |
+  y = x * x
+  z = 2 * y + 1
+checks:
+  gradients: {}
+  sampled: {count: 5}
+  graph: {names: [x, y, z]}
+"""
+
+CUBE = """\
+id: secret-cube
+title: A hidden cube
+topic: 02-backward
+points: 2
+visibility: hidden
+inputs:
+  x: {value: 0.3}
+program: |
+  y = x ** 3
+checks:
+  gradients: {}
+"""
+
+BROKEN = """\
+id: broken
+title: Broken
+topic: 01-forward
+points: four
+inputs:
+  x: {value: 1.0}
+program: |
+  y = x * x
+checks:
+  gradients: {}
+"""
+
+# torch in float32: right graph, gradients off in the 8th digit, so it fails gradient checks only.
+FLOAT32 = """\
+import torch
+
+def tensor(data, requires_grad=False):
+    return torch.tensor(data, dtype=torch.float32, requires_grad=requires_grad)
+
+no_grad = torch.no_grad
+"""
+
+
+def write_bank(folder: Path) -> Path:
+    """A small bank: a visible exercise with three checks (3 points), a hidden one (2 points)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "square.exercise.yaml").write_text(SQUARE)
+    (folder / "secret-cube.exercise.yaml").write_text(CUBE)
+    return folder
+
+
+def read_results(path: Path) -> dict:
+    """A results.json file, checked against Gradescope's format."""
+    data = json.loads(path.read_text())
+    jsonschema.Draft7Validator(SCHEMA).validate(data)
+    return data

@@ -1,0 +1,45 @@
+"""The bundled bank and reference engine are found in a checkout and in an installed wheel."""
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from gradcheck.bundled import bank_dir, reference_path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_a_checkout_uses_its_own_folders():
+    assert bank_dir() == REPO / "exercises"
+    assert reference_path() == REPO / "reference"
+
+
+def test_an_installed_wheel_carries_the_bank_the_reference_and_the_reports(tmp_path):
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path / "dist"), str(source)], check=True)
+    site = tmp_path / "site"
+    with zipfile.ZipFile(next((tmp_path / "dist").glob("gradcheck-*.whl"))) as wheel:
+        wheel.extractall(site)
+    probe = (f"import sys; sys.path.insert(0, {str(site)!r}); import json, gradcheck; "
+             "import gradcheck.reports.gradescope, gradcheck.exercise; "
+             "from gradcheck.bundled import bank_dir, reference_path; "
+             "print(json.dumps([gradcheck.__file__, str(bank_dir()), str(reference_path()), "
+             "gradcheck.exercise.SCHEMA_PATH.is_file()]))")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
+                         text=True, check=True)
+    module, bank, reference, schema = json.loads(run.stdout)
+    assert module == str(site / "gradcheck" / "__init__.py")  # not the checkout's
+    assert Path(bank) == site / "gradcheck" / "_bank"
+    assert Path(reference) == site / "gradcheck" / "_reference"
+    assert schema
+    installed = sorted(p.relative_to(bank) for p in Path(bank).rglob("*.exercise.yaml"))
+    assert installed == sorted(p.relative_to(REPO / "exercises")
+                               for p in (REPO / "exercises").rglob("*.exercise.yaml"))
+    assert installed
+    assert (Path(reference) / "__init__.py").is_file()

@@ -1,0 +1,164 @@
+"""`gradcheck grade` and `gradcheck validate`: arguments, exit status, reports always written."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from grading_samples import BROKEN, FLOAT32, read_results, write_bank
+
+from gradcheck.cli import main
+from gradcheck.reports import WITHHELD
+
+needs_grader = pytest.mark.skipif(importlib.util.find_spec("gradcheck.grader") is None,
+                                  reason="waits for gradcheck/grader.py (the lead's)")
+
+
+@pytest.fixture
+def bank(tmp_path):
+    return write_bank(tmp_path / "bank")
+
+
+def grade(*args):
+    return main(["grade", *map(str, args)])
+
+
+# --- without a grader: arguments and the bank --------------------------------------------------
+
+
+def test_help_lists_the_subcommands():
+    run = subprocess.run([sys.executable, "-m", "gradcheck", "--help"], capture_output=True,
+                         text=True, check=True)
+    assert "grade" in run.stdout and "validate" in run.stdout
+
+
+def test_a_missing_submission_is_a_bad_argument_but_still_leaves_results(tmp_path, capsys):
+    results = tmp_path / "out" / "results.json"
+    assert grade(tmp_path / "nope.py", "--results-json", results) == 2
+    assert f"no submission at {tmp_path / 'nope.py'}" in capsys.readouterr().err
+    data = read_results(results)
+    assert data["score"] == 0 and data["output"].startswith("The grader could not run")
+
+
+def test_an_unknown_oracle_is_refused_by_name(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        grade("torch", "--oracles", "fd,sympy")
+    assert exit_.value.code == 2
+    assert "'fd,sympy': choose among fd, torch, jax" in capsys.readouterr().err
+
+
+def test_a_folder_without_exercises_cannot_be_graded(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    results = tmp_path / "results.json"
+    assert grade("torch", "--exercises", empty, "--results-json", results) == 2
+    assert f"no *.exercise.yaml files in {empty}" in capsys.readouterr().err
+    assert "no *.exercise.yaml files" in read_results(results)["output"]
+
+
+def test_strict_refuses_a_bank_with_a_broken_file_and_says_where(bank, tmp_path, capsys):
+    (bank / "broken.exercise.yaml").write_text(BROKEN)
+    results = tmp_path / "results.json"
+    assert grade("torch", "--exercises", bank, "--strict", "--results-json", results) == 2
+    assert "broken.exercise.yaml:4: points:" in capsys.readouterr().err
+    assert "broken.exercise.yaml:4: points:" in read_results(results)["output"]
+
+
+def test_validate_passes_every_argument_to_gradcheck_validate(tmp_path, capsys):
+    broken = tmp_path / "broken.exercise.yaml"
+    broken.write_text(BROKEN)
+    assert main(["validate", str(broken)]) == 1
+    assert f"{broken}:4: points:" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["validate", "--help"])
+    assert exit_.value.code == 0
+    assert "usage: gradcheck validate" in capsys.readouterr().out
+
+
+# --- grading -----------------------------------------------------------------------------------
+
+
+@needs_grader
+@pytest.mark.slow
+def test_torch_gets_full_marks_and_every_report_is_written(bank, tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "grade", "torch", "--exercises", str(bank),
+         "--seed", "7", "--results-json", str(out / "results.json"),
+         "--junit", str(out / "junit.xml"), "--markdown", str(out / "summary.md")],
+        capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    data = read_results(out / "results.json")
+    assert data["score"] == 5 and len(data["tests"]) == 4
+    assert "--seed 7" in data["output"]
+    cases = ET.parse(out / "junit.xml").getroot().iter("testcase")
+    assert sorted((c.get("classname"), c.get("name")) for c in cases) == [
+        ("secret-cube", "gradients"), ("square", "gradients"), ("square", "graph"),
+        ("square", "sampled")]
+    assert (out / "summary.md").read_text().startswith("## gradcheck: 5 / 5 points")
+    assert "total 5/5" in run.stdout and "\033[" not in run.stdout  # no colour into a pipe
+
+
+@needs_grader
+@pytest.mark.slow
+def test_the_bundled_reference_engine_gets_full_marks(bank, tmp_path, capsys):
+    results = tmp_path / "results.json"
+    assert grade("reference", "--exercises", bank, "--results-json", results, "--quiet") == 0
+    assert read_results(results)["score"] == 5
+    assert capsys.readouterr().out.startswith("5/5 (seed ")
+
+
+@needs_grader
+@pytest.mark.slow
+def test_a_wrong_engine_loses_points_and_hidden_details_stay_hidden(bank, tmp_path, capsys):
+    engine = tmp_path / "engine.py"
+    engine.write_text(FLOAT32)
+    results, junit = tmp_path / "results.json", tmp_path / "junit.xml"
+    assert grade(engine, "--exercises", bank, "--seed", 3, "--results-json", results) == 0
+    data = read_results(results)
+    by_name = {t["name"]: t for t in data["tests"]}
+    assert 0 < data["score"] < 5
+    hidden = [t for t in by_name.values() if t["visibility"] == "hidden"]
+    assert hidden and all(t["output"] == WITHHELD and t["score"] == 0 for t in hidden)
+    terminal = capsys.readouterr().out
+    assert "partial" in terminal and WITHHELD in terminal
+
+    # The instructor's view (JUnit with --show-hidden) has the message the others withheld.
+    assert grade(engine, "--exercises", bank, "--seed", 3, "--junit", junit, "--show-hidden",
+                 "--fail-under", 5) == 1
+    secret = next(c.find("failure").text for c in ET.parse(junit).getroot().iter("testcase")
+                  if c.get("classname") == "secret-cube")
+    assert secret != WITHHELD and secret not in terminal and secret not in json.dumps(data)
+
+
+@needs_grader
+@pytest.mark.slow
+def test_a_submission_that_cannot_be_imported_still_gets_a_results_file(bank, tmp_path):
+    engine = tmp_path / "engine.py"
+    engine.write_text(textwrap.dedent("""\
+        import math
+        def tensor(data, requires_grad=False)
+            return data
+    """))
+    results = tmp_path / "results.json"
+    assert grade(engine, "--exercises", bank, "--results-json", results) == 0
+    data = read_results(results)
+    assert data["score"] == 0
+    assert "could not be imported" in data["output"] and "SyntaxError" in data["output"]
+
+
+@needs_grader
+@pytest.mark.slow
+def test_a_broken_exercise_costs_only_itself(bank, tmp_path):
+    (bank / "broken.exercise.yaml").write_text(BROKEN)
+    results = tmp_path / "results.json"
+    assert grade("torch", "--exercises", bank, "--results-json", results) == 0
+    data = read_results(results)
+    load = [t for t in data["tests"] if t["status"] == "failed"]
+    assert len(load) == 1 and "broken.exercise.yaml:4: points:" in load[0]["output"]
+    assert data["score"] == 5

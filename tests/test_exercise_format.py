@@ -1,0 +1,350 @@
+"""The exercise format: each kind of broken file says where and what, and the rest still load."""
+
+import hashlib
+import keyword
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gradcheck.exercise import (SUFFIX, ExerciseError, dump_exercise, exercise_files, from_data,
+                                load_bank, load_exercise, schema_comment)
+from gradcheck.program import engine_apply, evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+BANK = ROOT / "tests" / "data" / "bank"
+EXAMPLES = ROOT / "exercises"
+EXPECT = re.compile(r"^# expect: (\d+): ([^:]*): (.*)$", re.M)
+
+
+def _expectations(path: Path) -> list[tuple[int, str, str]]:
+    """`# expect: LINE: FIELD: MESSAGE` comments written in a broken test file."""
+    return [(int(line), field, message) for line, field, message
+            in EXPECT.findall(path.read_text(encoding="utf-8"))]
+
+
+BROKEN = sorted(p for p in BANK.glob("*" + SUFFIX) if _expectations(p))
+
+
+@pytest.fixture(scope="module")
+def bank():
+    return load_bank(BANK)
+
+
+@pytest.mark.parametrize("path", BROKEN, ids=lambda p: p.name)
+def test_broken_file_reports_each_problem_with_line_and_field(bank, path):
+    broken = dict(bank.broken)
+    assert path in broken, f"{path.name} loaded although it is broken"
+    problems = broken[path].problems
+    expected = _expectations(path)
+    assert len(problems) == len(expected), "\n".join(map(str, problems))
+    for line, field, message in expected:
+        assert any(p.line == line and p.field == field and message in p.message
+                   and p.file == str(path) for p in problems), (
+            f"no problem at line {line}, field {field!r} saying {message!r}; got:\n"
+            + "\n".join(map(str, problems)))
+
+
+def test_rendered_problem_is_file_line_field_message(bank):
+    broken = dict(bank.broken)
+    text = str(broken[BANK / "bad-oracle.exercise.yaml"])
+    assert text == (f"{BANK / 'bad-oracle.exercise.yaml'}:13: checks.gradients.oracles[1]: "
+                    "Input should be 'fd', 'torch' or 'jax', not 'tensorflow'")
+
+
+def test_good_files_load_beside_broken_ones(bank):
+    assert [e.id for e in bank.exercises] == ["two-inputs"]
+    assert {p for p, _ in bank.broken} == set(BROKEN)
+
+
+def test_only_exercise_suffix_is_collected():
+    files = exercise_files(BANK)
+    assert BANK / "not-an-exercise.yaml" not in files
+    assert all(f.name.endswith(SUFFIX) for f in files)
+
+
+def test_yaml_1_2_scalars_reach_the_model(bank):
+    exercise = bank.exercises[0]
+    assert exercise.hint == "no"  # YAML 1.1 would have made this False
+    assert exercise.tolerance.fd.atol == 1e-6 and exercise.tolerance.fd.rtol == 1e-5
+
+
+def test_strict_stops_at_the_first_broken_file():
+    with pytest.raises(ExerciseError) as info:
+        load_bank(BANK, strict=True)
+    assert info.value.problems[0].file == str(BROKEN[0])
+
+
+def test_strict_also_stops_on_duplicate_ids(tmp_path):
+    for name in ("dup-id-a", "dup-id-b"):
+        shutil.copy(BANK / f"{name}{SUFFIX}", tmp_path)
+    with pytest.raises(ExerciseError, match="also used by"):
+        load_bank(tmp_path, strict=True)
+
+
+def test_missing_path_is_a_broken_entry_not_a_crash(tmp_path):
+    bank = load_bank([tmp_path / "nowhere.exercise.yaml", EXAMPLES])
+    assert len(bank.broken) == 1 and "cannot read" in str(bank.broken[0][1])
+    assert bank.exercises
+
+
+def test_loaded_exercise_knows_its_file_lines_program_and_digest():
+    path = EXAMPLES / "02-backward" / "chain-rule.exercise.yaml"
+    exercise = load_exercise(path)
+    lines = path.read_text().splitlines()
+    assert exercise.path == path
+    assert lines[exercise.line_of("program") - 1].startswith("program:")
+    step = exercise.line_of("checks.behaviour.steps[1].backward.retain_graph")
+    assert "retain_graph: true" in lines[step - 1]
+    assert exercise.program.output_name == "z"
+    assert [n.name for n in exercise.program.nodes if n.name] == ["x", "y", "z"]
+    assert exercise.digest == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_digest_follows_the_bytes(tmp_path):
+    path = tmp_path / f"a{SUFFIX}"
+    original = (EXAMPLES / "02-backward" / "chain-rule.exercise.yaml").read_text()
+    path.write_text(original)
+    first = load_exercise(path).digest
+    assert load_exercise(path).digest == first
+    path.write_text(original.replace("points: 4", "points: 5"))
+    assert load_exercise(path).digest != first
+
+
+# --- cross-field checks, on small exercises written in the tests --------------------------------
+
+BASE = """\
+id: t
+title: T
+topic: t
+points: 1
+inputs:
+  x: {value: 3.0, domain: {low: -2, high: 2}}
+  v: {value: [1.0, 2.0], requires_grad: false}
+program: |
+  y = x * v
+  s = y.sum()
+"""
+
+
+def _problems(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / f"t{SUFFIX}"
+    path.write_text(text)
+    with pytest.raises(ExerciseError) as info:
+        load_exercise(path)
+    return [str(p).split(":", 1)[1] for p in info.value.problems]  # without the file name
+
+
+def _loads(tmp_path: Path, text: str):
+    path = tmp_path / f"t{SUFFIX}"
+    path.write_text(text)
+    return load_exercise(path)
+
+
+def test_one_line_program_error_points_at_its_column(tmp_path):
+    text = BASE.replace("program: |\n  y = x * v\n  s = y.sum()\n", 'program: "y = x +"\n')
+    problems = _problems(tmp_path, text + "checks: {graph: {names: [x]}}\n")
+    assert problems == ["8: program: column 18: not valid syntax: invalid syntax"]
+
+
+def test_output_must_be_a_variable(tmp_path):
+    problems = _problems(tmp_path, BASE + "output: q\nchecks: {graph: {names: [x]}}\n")
+    assert problems == ["11: output: 'q' is not a variable of the program; name one of s, v, "
+                        "x, y"]
+
+
+def test_output_may_be_an_earlier_variable(tmp_path):
+    exercise = _loads(tmp_path, BASE + "output: y\nchecks: {graph: {names: [x]}}\n")
+    assert exercise.program.output_name == "y"
+
+
+def test_gradient_checks_need_a_scalar_output(tmp_path):
+    problems = _problems(tmp_path, BASE + "output: y\nchecks:\n  sampled: {}\n")
+    assert len(problems) == 1 and problems[0].startswith("13: checks.sampled: gradients are "
+                                                         "taken of a scalar output, but 'y'")
+
+
+def test_answers_only_for_inputs_that_require_grad(tmp_path):
+    text = BASE + "checks:\n  answers:\n    cases:\n      - grads: {x: 3.0, v: [1.0, 1.0]}\n"
+    assert _problems(tmp_path, text) == [
+        "14: checks.answers.cases[0].grads.v: 'v' is not an input that requires grad; those "
+        "are x"]
+
+
+def test_answer_needs_a_value_or_grads(tmp_path):
+    text = BASE + "checks:\n  answers:\n    cases:\n      - at: {x: 1.0, v: [1.0, 1.0]}\n"
+    assert _problems(tmp_path, text) == [
+        "14: checks.answers.cases[0]: give the output's `value`, some `grads`, or both"]
+
+
+def test_sampled_needs_a_domain_with_room_to_sample(tmp_path):
+    no_domain = BASE.replace(", domain: {low: -2, high: 2}", "")
+    assert _problems(tmp_path, no_domain + "checks: {sampled: {}}\n") == [
+        "11: checks.sampled: no input has a domain to sample from; give at least one input a "
+        "domain: {low: .., high: ..}"]
+    assert _problems(tmp_path, BASE + "checks: {sampled: {margin: 2.5}}\n") == [
+        "6: inputs.x.domain: nothing is left to sample once a margin of 2.5 is kept from both "
+        "ends; widen the domain or lower the margin"]
+
+
+def test_domain_must_be_ordered(tmp_path):
+    text = BASE.replace("low: -2, high: 2", "low: 2, high: -2")
+    assert _problems(tmp_path, text + "checks: {sampled: {}}\n") == [
+        "6: inputs.x.domain: low (2) must be below high (-2)"]
+
+
+def test_step_needs_exactly_one_action(tmp_path):
+    text = BASE + ("checks:\n  behaviour:\n    steps:\n      - expect: [grad.x]\n"
+                   "      - {backward: {}, zero_grad: [x]}\n")
+    assert _problems(tmp_path, text) == [
+        "14: checks.behaviour.steps[0]: a step has exactly one action (forward, backward, "
+        "zero_grad, retain_grad, detach, requires_grad, sgd); this one has none",
+        "15: checks.behaviour.steps[1]: a step has exactly one action (forward, backward, "
+        "zero_grad, retain_grad, detach, requires_grad, sgd); this one has backward and "
+        "zero_grad"]
+
+
+def test_bare_backward_step_means_no_arguments(tmp_path):
+    exercise = _loads(tmp_path, BASE + "checks:\n  behaviour:\n    steps:\n      - backward:\n")
+    step = exercise.checks.behaviour.steps[0]
+    assert step.action == "backward" and step.backward.retain_graph is False
+
+
+def test_detached_name_exists_only_after_its_step(tmp_path):
+    text = BASE + ("checks:\n  behaviour:\n    steps:\n      - forward: {}\n"
+                   "        expect: [requires_grad.d]\n"
+                   "      - detach: {name: d, of: y}\n        expect: [requires_grad.d]\n"
+                   "      - backward: {of: d}\n")
+    assert _problems(tmp_path, text) == [
+        "15: checks.behaviour.steps[0].expect[0]: 'd' is not defined; use an input or a "
+        "variable of the program: s, v, x, y"]
+    _loads(tmp_path, text.replace("        expect: [requires_grad.d]\n", "", 1))
+
+
+def test_sgd_updates_inputs_only(tmp_path):
+    text = BASE + "checks:\n  behaviour:\n    steps:\n      - sgd: {lr: 0.1, params: [y]}\n"
+    assert _problems(tmp_path, text) == [
+        "14: checks.behaviour.steps[0].sgd.params[0]: sgd updates inputs (leaves); 'y' is not "
+        "one of v, x"]
+
+
+def test_expect_and_names_have_a_form(tmp_path):
+    text = BASE + ("checks:\n  graph: {names: [x, 2y]}\n  behaviour:\n    steps:\n"
+                   "      - backward: {}\n        expect: [grad_x]\n")
+    assert _problems(tmp_path, text) == [
+        "12: checks.graph.names[1]: '2y' is not a usable name; use letters, digits and _, "
+        "starting with a letter",
+        "16: checks.behaviour.steps[0].expect[0]: 'grad_x' is not something to compare; write "
+        "KIND.NAME with KIND one of grad, value, requires_grad, is_leaf, grad_fn (for example "
+        "grad.x)"]
+
+
+def test_missing_keys_and_no_checks(tmp_path):
+    text = BASE.replace("points: 1\n", "") + "checks: {}\n"
+    assert _problems(tmp_path, text) == [
+        "1: points: the key 'points' is required here; add it",
+        "10: checks: add at least one check: gradients, sampled, answers, graph, behaviour"]
+
+
+def test_empty_and_non_mapping_files(tmp_path):
+    assert _problems(tmp_path, "# nothing\n") == [
+        "1: the file is empty; an exercise is a mapping of keys such as id, title, inputs, "
+        "program"]
+    assert _problems(tmp_path, "- 1\n")[0].startswith("1: the file is a list, not a mapping")
+
+
+def test_from_data_checks_everything_without_lines():
+    with pytest.raises(ExerciseError) as info:
+        from_data({"id": "Bad Id"}, file="generated")
+    first = info.value.problems[0]
+    assert (first.file, first.line, first.field) == ("generated", 0, "id")
+    assert str(first).startswith("generated: id: 'Bad Id' is not a usable id")
+
+
+# --- round trip ---------------------------------------------------------------------------------
+
+_NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,4}", fullmatch=True).filter(
+    lambda n: not keyword.iskeyword(n) and n not in ("s", "sum"))
+_FLOATS = st.floats(-1e6, 1e6, allow_nan=False)
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+@st.composite
+def _exercise_data(draw):
+    """Valid exercise data: random names, sizes, values, texts and a program that uses them."""
+    names = draw(st.lists(_NAMES, min_size=1, max_size=3, unique=True))
+    sizes = {name: draw(st.none() | st.integers(1, 3)) for name in names}
+
+    def value(size):
+        return draw(_FLOATS if size is None else st.lists(_FLOATS, min_size=size, max_size=size))
+
+    inputs = {}
+    for i, name in enumerate(names):
+        inputs[name] = {"value": value(sizes[name]), "requires_grad": i == 0 or draw(st.booleans())}
+        if draw(st.booleans()):
+            low = draw(st.floats(-100, 100))
+            inputs[name]["domain"] = {"low": low, "high": low + draw(st.floats(1, 10)),
+                                      "avoid": draw(st.lists(_FLOATS, max_size=2))}
+    terms = [f"{n}.sum()" if sizes[n] else f"{n} * {n}" for n in names]
+    grad_names = [n for n in names if inputs[n]["requires_grad"]]
+    point = {n: value(sizes[n]) for n in names}
+    return {
+        "id": draw(st.from_regex(r"[a-z0-9][a-z0-9-]{0,10}", fullmatch=True)),
+        "title": draw(_TEXT.filter(bool)), "topic": draw(_TEXT.filter(bool)),
+        "points": draw(st.floats(0.5, 10)), "hint": draw(_TEXT),
+        "visibility": draw(st.sampled_from(["visible", "hidden", "after_due_date"])),
+        "inputs": inputs,
+        "program": "s = " + " + ".join(terms) + "\n" + draw(st.sampled_from(["", "t = s * 2\n"])),
+        "output": "s",
+        "checks": {
+            "gradients": {"points": [point], "oracles": draw(st.sampled_from([["fd"],
+                                                                              ["torch", "jax"]]))},
+            "answers": {"weight": draw(st.floats(0.1, 5)),
+                        "cases": [{"at": point, "value": draw(_FLOATS),
+                                   "grads": {n: value(sizes[n]) for n in grad_names}}]},
+            "graph": {"names": names},
+            "behaviour": {"steps": [
+                {"backward": {"retain_graph": draw(st.booleans())}, "expect": [f"grad.{names[0]}"]},
+                {"zero_grad": [names[0]]},
+                {"detach": {"name": "d", "of": "s"}, "expect": ["requires_grad.d"]}]},
+        },
+        "tolerance": {"fd": {"atol": draw(st.floats(0, 1e-3)), "rtol": 1e-6}},
+        "convention": draw(st.sampled_from([None, "torch", "jax"])),
+        "timeout": draw(st.floats(1, 60)),
+    }
+
+
+@given(_exercise_data())
+def test_generated_exercise_round_trips_through_yaml(tmp_path_factory, data):
+    exercise = from_data(data)
+    path = tmp_path_factory.mktemp("round") / f"generated{SUFFIX}"
+    path.write_text(dump_exercise(exercise, schema_comment(path)), encoding="utf-8")
+    loaded = load_exercise(path)
+    assert loaded.model_dump() == exercise.model_dump()
+    assert loaded.program.nodes == exercise.program.nodes
+
+
+# --- the bundled examples -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.rglob("*" + SUFFIX)),
+                         ids=lambda p: p.name)
+def test_example_answers_agree_with_torch(path):
+    """The hand-derived answers of the examples, against torch.autograd run live."""
+    torch = pytest.importorskip("torch")
+    exercise = load_exercise(path)
+    for case in exercise.checks.answers.cases:
+        point = case.at or exercise.values
+        leaves = {name: torch.tensor(point[name], dtype=torch.float64,
+                                     requires_grad=spec.requires_grad)
+                  for name, spec in exercise.inputs.items()}
+        values = evaluate(exercise.program, leaves, engine_apply)
+        output = values[exercise.program.output]
+        output.backward()
+        if case.value is not None:
+            assert output.item() == pytest.approx(case.value, rel=1e-12)
+        for name, grad in case.grads.items():
+            assert leaves[name].grad.tolist() == pytest.approx(grad, rel=1e-12)

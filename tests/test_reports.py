@@ -1,0 +1,269 @@
+"""Reports written from a GradeReport: Gradescope results.json, JUnit XML, terminal, Markdown."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+
+import jsonschema
+import pytest
+
+from grading_samples import SCHEMA
+
+from gradcheck.reports import WITHHELD, atomic_write
+from gradcheck.reports.gradescope import UNFINISHED, results_json, write_results_json
+from gradcheck.reports.junit import junit_xml, write_junit
+from gradcheck.reports.markdown import render_markdown
+from gradcheck.reports.terminal import render_terminal, total_line
+from gradcheck.results import CheckResult, GradeReport
+
+SECRET = "hidden program: y = x ** 3 at x = 0.7"  # the details a hidden exercise must not show
+LATER = "after the due date: grad.x is 2.0, torch says 3.0"
+NOTE = "3 sampled points sat on a kink and were not graded"
+
+
+def result(exercise_id, check, status, score, max_score, message="", **fields):
+    return CheckResult(exercise_id=exercise_id, check=check, title=f"{exercise_id} {check}",
+                       score=score, max_score=max_score, status=status, message=message,
+                       topic=fields.pop("topic", "02-backward"), **fields)
+
+
+def make_report(output="", import_error=""):
+    return GradeReport(submission="student/engine.py", seed=1234, duration=2.5, output=output,
+                       import_error=import_error, results=[
+        result("chain-rule", "gradients", "passed", 1.34, 1.34, line=5),
+        result("chain-rule", "sampled", "failed", 0.0, 1.33,
+               "x.grad is 11.0 at x = 3.0; torch says 12.0 | use `x.grad += ...`\n"
+               "bad byte \x00 and ```fence```", file="exercises/chain.exercise.yaml", line=7),
+        result("chain-rule", "graph", "passed", 1.33, 1.33),
+        result("secret-cube", "gradients", "failed", 0.0, 2.0, SECRET, visibility="hidden",
+               topic="03-graph", author_notes=[NOTE]),
+        result("secret-cube", "behaviour", "error", 0.0, 1.0, SECRET, visibility="hidden",
+               topic="03-graph"),
+        result("late-one", "gradients", "failed", 0.0, 1.5, LATER, visibility="after_due_date"),
+        result("skipper", "answers", "skipped", 0.5, 0.5, "jax is not installed"),
+        result("broken", "load", "error", 0.0, 0.0,
+               "exercises/broken.exercise.yaml:4: points: give a number, not 'four'"),
+    ])
+
+
+# --- results.json ------------------------------------------------------------------------------
+
+
+def test_results_json_validates_against_gradescopes_schema():
+    data = results_json(make_report(output="hello from the engine\n", import_error="Traceback"))
+    jsonschema.Draft7Validator(SCHEMA).validate(data)
+    assert data["score"] == 1.34 + 1.33 + 0.5
+    assert data["visibility"] == "visible" and data["stdout_visibility"] == "hidden"
+    assert data["execution_time"] == 2.5
+
+
+def test_results_json_has_one_test_per_check_numbered_by_exercise():
+    report = make_report()
+    tests = results_json(report)["tests"]
+    assert [t["number"] for t in tests] == ["1.1", "1.2", "1.3", "2.1", "2.2", "3.1", "4.1", "5.1"]
+    assert [(t["score"], t["max_score"]) for t in tests] == [
+        (r.score, r.max_score) for r in report.results]
+    assert [t.get("status") for t in tests] == [
+        "passed", "failed", "passed", "failed", "failed", "failed", None, "failed"]
+    assert tests[0]["tags"] == ["02-backward"] and tests[3]["tags"] == ["03-graph"]
+    assert "chain-rule" in tests[0]["name"]
+
+
+def test_hidden_tests_count_but_reveal_nothing():
+    data = results_json(make_report(output="forward x=0.7 y=x**3\n"))
+    hidden = [t for t in data["tests"] if t["visibility"] == "hidden"]
+    assert [t["max_score"] for t in hidden] == [2.0, 1.0]
+    assert all(t["output"] == WITHHELD for t in hidden)
+    text = json.dumps(data)
+    assert SECRET not in text and NOTE not in text
+    # What the engine printed may describe a hidden exercise's program: withheld too.
+    assert "x**3" not in text and "21 characters, not shown" in data["output"]
+
+
+def test_after_due_date_tests_keep_their_message_for_gradescope_to_release():
+    tests = results_json(make_report())["tests"]
+    late = next(t for t in tests if t["visibility"] == "after_due_date")
+    assert late["output"] == LATER
+
+
+def test_output_says_import_failure_seed_and_what_the_engine_printed():
+    report = make_report(output="debug: built 3 nodes\n",
+                         import_error="Traceback ...\nSyntaxError: invalid syntax")
+    report.results = [r for r in report.results if r.visibility == "visible"]
+    output = results_json(report)["output"]
+    assert "could not be imported" in output and "SyntaxError: invalid syntax" in output
+    assert "--seed 1234" in output
+    assert "debug: built 3 nodes" in output
+
+
+def test_unfinished_results_say_so_and_final_ones_do_not(tmp_path):
+    path = tmp_path / "results" / "results.json"
+    report = make_report()
+    write_results_json(report, path, incomplete=UNFINISHED)
+    assert json.loads(path.read_text())["output"].startswith(UNFINISHED)
+    write_results_json(report, path)
+    final = json.loads(path.read_text())
+    assert UNFINISHED not in final["output"]
+    jsonschema.Draft7Validator(SCHEMA).validate(final)
+    assert os.listdir(path.parent) == ["results.json"]  # no temporary file left behind
+
+
+def test_an_empty_report_is_valid():
+    data = results_json(GradeReport(submission="s.py", seed=1),
+                        incomplete="The grader could not run: no such bank")
+    jsonschema.Draft7Validator(SCHEMA).validate(data)
+    assert data["score"] == 0 and data["tests"] == []
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from gradcheck.reports.gradescope import UNFINISHED, write_results_json
+    from gradcheck.results import CheckResult, GradeReport
+    report = GradeReport(submission="s.py", seed=7)
+    n = 0
+    while True:
+        n += 1
+        report.results.append(CheckResult(exercise_id=f"e{n}", check="gradients",
+                                          title="x" * 2000, score=1.0, max_score=1.0,
+                                          status="passed"))
+        write_results_json(report, sys.argv[1], incomplete=UNFINISHED)
+        if n == 1:
+            print("first", flush=True)
+""")
+
+
+def test_a_writer_killed_at_any_moment_leaves_valid_json(tmp_path):
+    # A real process rewrites a growing results.json as fast as it can while we read it, then
+    # is killed with SIGKILL: every read, and the file left behind, must be complete JSON.
+    path = tmp_path / "results.json"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert writer.stdout.readline() == b"first\n"
+        sizes = set()
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            sizes.add(len(json.loads(path.read_text())["tests"]))
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    assert len(sizes) > 3  # the file really changed under our reads
+    data = json.loads(path.read_text())
+    jsonschema.Draft7Validator(SCHEMA).validate(data)
+    assert len(data["tests"]) >= max(sizes)
+
+
+def test_atomic_write_keeps_the_old_content_when_writing_fails(tmp_path):
+    path = tmp_path / "out.txt"
+    atomic_write(path, "old\n")
+    with pytest.raises(UnicodeEncodeError):
+        atomic_write(path, "new \ud800 unpaired surrogate")  # fails half-way through writing
+    assert path.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+# --- JUnit XML ---------------------------------------------------------------------------------
+
+
+def test_junit_has_one_testcase_per_check_and_parses(tmp_path):
+    report = make_report(output="printed \x07 bell", import_error="Traceback: boom")
+    path = tmp_path / "junit.xml"
+    write_junit(report, path)
+    suite = ET.parse(path).getroot().find("testsuite")
+    cases = suite.findall("testcase")
+    assert [(c.get("classname"), c.get("name")) for c in cases] == [
+        (r.exercise_id, r.check) for r in report.results]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"),
+            suite.get("skipped")) == ("8", "3", "2", "1")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["seed"] == "1234" and props["score"] == "3.17"
+    assert suite.find("system-err").text == "Traceback: boom"
+
+
+def test_junit_failures_carry_the_message_with_unprintable_characters_replaced():
+    cases = ET.fromstring(junit_xml(make_report())).find("testsuite").findall("testcase")
+    failure = cases[1].find("failure")
+    assert failure.get("message").startswith("x.grad is 11.0 at x = 3.0")
+    assert "bad byte \N{REPLACEMENT CHARACTER} and" in failure.text
+    assert cases[1].get("file") == "exercises/chain.exercise.yaml" and cases[1].get("line") == "7"
+    assert cases[0].find("failure") is None
+    assert cases[4].find("error") is not None and cases[6].find("skipped") is not None
+
+
+def test_junit_withholds_details_of_exercises_that_are_not_visible_unless_asked():
+    text = junit_xml(make_report(output="forward x=0.7 y=x**3"))
+    assert SECRET not in text and LATER not in text and "x**3" not in text
+    hidden_case = ET.fromstring(text).find("testsuite").findall("testcase")[3]
+    assert hidden_case.find("failure").text == WITHHELD
+    revealed = junit_xml(make_report(output="forward x=0.7 y=x**3"), show_hidden=True)
+    assert SECRET in revealed and LATER in revealed and "x**3" in revealed
+
+
+# --- terminal ----------------------------------------------------------------------------------
+
+
+def test_terminal_table_lists_each_exercise_its_points_and_status_then_the_total():
+    text = render_terminal(make_report())
+    lines = text.splitlines()
+    assert lines[0].split() == ["exercise", "points", "status"]
+    assert lines[1].split() == ["chain-rule", "2.67/4", "partial"]
+    assert lines[2].split() == ["secret-cube", "0/3", "failed"]
+    assert lines[4].split() == ["skipper", "0.5/0.5", "passed"]
+    assert "total 3.17/9" in text and "seed 1234" in text
+    assert "\033[" not in text
+    assert total_line(make_report()) == "3.17/9 (seed 1234)\n"
+
+
+def test_terminal_colours_only_when_asked():
+    text = render_terminal(make_report(), colour=True)
+    assert "\033[33mpartial\033[0m" in text and "\033[31mfailed\033[0m" in text
+
+
+def test_terminal_escapes_control_characters_an_engine_put_in_its_messages():
+    report = make_report(output="\033[2J\033[31mfake all passed")
+    report.results = [r for r in report.results if r.visibility == "visible"]
+    text = render_terminal(report)
+    assert "bad byte \\x00 and" in text
+    assert "\\x1b[2J\\x1b[31mfake all passed" in text and "\033" not in text
+
+
+def test_terminal_shows_failure_messages_but_not_hidden_ones_unless_instructor():
+    report = make_report(import_error="Traceback (most recent call last):\nImportError: nope")
+    text = render_terminal(report)
+    assert "x.grad is 11.0 at x = 3.0" in text and "ImportError: nope" in text
+    assert SECRET not in text and LATER not in text and NOTE not in text
+    assert "3 failed checks belong to exercises whose details are not shown" in text
+    instructor = render_terminal(report, show_hidden=True)
+    assert SECRET in instructor and LATER in instructor and NOTE in instructor
+
+
+# --- Markdown ----------------------------------------------------------------------------------
+
+
+def test_markdown_summary_has_totals_a_table_and_folded_failures():
+    text = render_markdown(make_report())
+    assert text.startswith("## gradcheck: 3.17 / 9 points\n")
+    assert "seed 1234" in text and "5 exercises, 4 not fully passed" in text
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == 5
+    assert rows[0] == "| `chain-rule` | 02-backward | 2.67 / 4 | 🟡 partial |"
+    assert text.count("<details>") == 5  # the failed and errored checks
+    assert "<code>chain-rule::sampled</code>" in text
+
+
+def test_markdown_keeps_a_message_with_backticks_and_pipes_intact():
+    text = render_markdown(make_report())
+    message = make_report().results[1].message
+    # The message holds a run of three backticks, so the block is fenced with four.
+    assert f"````text\n{message}\n````" in text
+
+
+def test_markdown_withholds_hidden_details_unless_asked():
+    text = render_markdown(make_report(output="forward x=0.7 y=x**3"))
+    assert SECRET not in text and LATER not in text and "x**3" not in text
+    assert WITHHELD in text
+    assert SECRET in render_markdown(make_report(), show_hidden=True)

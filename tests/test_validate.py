@@ -1,0 +1,101 @@
+"""`gradcheck validate`: the bundled bank is clean, and each kind of problem is reported."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gradcheck.exercise import SUFFIX, load_exercise, schema_comment
+from gradcheck.validate import domain_problems, file_problems, main, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ROOT / "exercises"
+BANK = ROOT / "tests" / "data" / "bank"
+CHAIN_RULE = EXERCISES / "02-backward" / "chain-rule.exercise.yaml"
+
+
+def test_bundled_bank_has_no_problems():
+    problems = validate([EXERCISES])
+    assert problems == [], "\n".join(map(str, problems))
+
+
+def test_main_prints_problems_and_fails(capsys):
+    assert main([str(BANK)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert f"{BANK / 'bad-oracle.exercise.yaml'}:13: checks.gradients.oracles[1]: Input should " \
+           "be 'fd', 'torch' or 'jax', not 'tensorflow'" in out
+    assert any(line.startswith(f"{BANK / 'bad-syntax.exercise.yaml'}:10: YAML syntax")
+               for line in out)
+
+
+def test_main_passes_a_clean_bank(capsys):
+    assert main([str(EXERCISES)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_every_broken_file_of_a_folder_is_reported():
+    files = {p.file for p in validate([BANK])}
+    broken = {str(p) for p in BANK.glob("*" + SUFFIX) if not p.name.startswith("good")}
+    assert files == broken
+
+
+def test_missing_paths_and_empty_folders(tmp_path):
+    assert [str(p) for p in validate([tmp_path / "nothing"])] == [
+        f"{tmp_path / 'nothing'}: no such file or folder"]
+    assert "no *.exercise.yaml files here" in str(validate([tmp_path])[0])
+
+
+def _copy(tmp_path: Path, first_line: str, name: str = f"x{SUFFIX}") -> Path:
+    path = tmp_path / name
+    rest = CHAIN_RULE.read_text().split("\n", 1)[1]
+    path.write_text(first_line + "\n" + rest)
+    return path
+
+
+def test_schema_line_is_required_and_must_lead_to_the_schema(tmp_path):
+    good = _copy(tmp_path, schema_comment(tmp_path / "x.exercise.yaml"))
+    assert file_problems(good) == []
+    missing = _copy(tmp_path, "# just a comment")
+    [problem] = file_problems(missing)
+    assert problem.line == 1 and schema_comment(missing) in problem.message
+    wrong = _copy(tmp_path, "# yaml-language-server: $schema=../nowhere.json")
+    [problem] = file_problems(wrong)
+    assert "'../nowhere.json' does not exist" in problem.message
+    url = _copy(tmp_path, "# yaml-language-server: $schema=https://example.org/s.json")
+    assert file_problems(url) == []
+
+
+def test_a_named_file_without_the_suffix_is_reported(tmp_path):
+    path = _copy(tmp_path, schema_comment(tmp_path / "x.yaml"), "x.yaml")
+    assert [p.message for p in validate([path])] == [
+        "name the file *.exercise.yaml, or the bank will not collect it"]
+
+
+@pytest.mark.parametrize("program, avoid, flagged", [
+    ("y = relu(x)", "[]", True),
+    ("y = x.abs() * 2", "[]", True),
+    ("y = 1 / x", "[]", True),
+    ("y = relu(x)", "[0]", False),
+    ("y = x / 2", "[]", False),
+    ("y = relu(x - 1)", "[]", False),  # the kink is at x = 1: the oracles' agreement judges it
+])
+def test_sampled_domain_must_avoid_kinks_and_poles_of_an_input(tmp_path, program, avoid, flagged):
+    path = tmp_path / f"k{SUFFIX}"
+    path.write_text(f"id: k\ntitle: K\ntopic: t\npoints: 1\ninputs:\n"
+                    f"  x: {{value: 1.0, domain: {{low: -2, high: 2, avoid: {avoid}}}}}\n"
+                    f"program: |\n  {program}\nchecks: {{sampled: {{}}}}\n")
+    problems = domain_problems(load_exercise(path))
+    assert bool(problems) == flagged
+    if flagged:
+        assert problems[0].line == 6 and problems[0].field == "inputs.x.domain"
+        assert "add 0 to `avoid`" in problems[0].message
+
+
+def test_domains_only_matter_to_a_sampled_check(tmp_path):
+    path = tmp_path / f"k{SUFFIX}"
+    shutil.copy(CHAIN_RULE, path)
+    text = path.read_text().replace("y = x ** 2", "y = relu(x) ** 2")
+    path.write_text(text)
+    assert domain_problems(load_exercise(path))
+    path.write_text(text.replace("  sampled:\n    count: 20\n", ""))
+    assert domain_problems(load_exercise(path)) == []
