@@ -167,7 +167,7 @@ class Grader:
                           deadline)
         if isinstance(reply, Failure):
             return "failed", reply.message, []
-        expected = oracles.compute(program, points, exercise.grad_names, wanted)
+        expected = self._oracle_results(exercise, points, wanted)
         grading = compare.grade(program, points, exercise.grad_names, expected, reply["results"],
                                 _tolerances(exercise), exercise.convention)
         if grading.count("skipped") == len(points):
@@ -175,6 +175,11 @@ class Grader:
         if grading.passed:
             return "passed", grading.message, grading.author_notes
         return "failed", _with_hint(grading.message, exercise), grading.author_notes
+
+    def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
+                        wanted: list[str]) -> dict[str, oracles.OracleResult | oracles.Skipped]:
+        """The oracles' values and gradients of the exercise's program at `points`."""
+        return oracles.compute(exercise.program, points, exercise.grad_names, wanted)
 
     def _against_torch(self, exercise: Exercise, request: dict[str, Any], deadline: float,
                        verdict: Callable[[dict[str, Any], dict[str, Any], Exercise], str]

@@ -223,15 +223,17 @@ def test_edge_points_give_torchs_inf_and_nan_not_python_exceptions(op):
         assert_same(run_program(f"z = {call}", {"a": x}))
 
 
-@pytest.mark.parametrize("expr", ["a / b", "a ** b", "(2.0) / a", "(0.0) ** a", "(2.0) ** a",
-                                  "a ** 0", "a ** (-1)", "a ** 0.5", "a ** 3", "a * b"])
+BINARY_EDGES = {"a / b": "ab", "a ** b": "ab", "a * b": "ab", "(2.0) / b": "b",
+                "(0.0) ** b": "b", "(2.0) ** b": "b", "a ** 0": "a", "a ** (-1)": "a",
+                "a ** 0.5": "a", "a ** 3": "a"}
+
+
+@pytest.mark.parametrize("expr", BINARY_EDGES)
 def test_binary_edge_points_match_torch(expr):
-    inputs = [n for n in "ab" if n in expr.replace("(", " ").split()]
-    inputs = [n for n in "ab" if f"{n} " in f"{expr} " or f" {n}" in f" {expr}"]
     for x in EDGES:
         for y in [0.0, -1.0, 2.0, 0.5, -3.0, math.inf]:
-            point = {"a": x, "b": y}
-            assert_same(run_program(f"z = {expr}", {n: point[n] for n in inputs}))
+            point = {"a": x, "b": y if "a" in BINARY_EDGES[expr] else x}
+            assert_same(run_program(f"z = {expr}", {n: point[n] for n in BINARY_EDGES[expr]}))
 
 
 # --- compositions and graph shapes ---------------------------------------------------------------

@@ -113,3 +113,11 @@ def test_every_field_is_documented():
     doc = DOC.read_text(encoding="utf-8")
     missing = sorted(name for name in _property_names(json_schema()) if f"`{name}`" not in doc)
     assert not missing, f"{DOC.name} does not mention: {', '.join(missing)}"
+
+
+def test_complete_examples_in_the_doc_load():
+    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    complete = [b for b in blocks if re.search(r"^id: ", b, re.M)]
+    assert complete
+    for block in complete:
+        from_data(yamlsrc.load(block).data, file=DOC.name)
