@@ -20,15 +20,18 @@ import numbers
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-import numpy as np
-
-from gradcheck.compare import ORACLE_LABELS, Agreement, Grading, Tolerances, agree, grade
 from gradcheck.ops import CALLABLE, REDUCTION, Interval
-from gradcheck.oracles import OracleResult, Skipped, as_batch, compute
 from gradcheck.program import Program, ProgramError, engine_apply, evaluate, parse
-from gradcheck.strategies import draw, points as point_strategy
+
+# numpy, hypothesis and the oracles are imported when a check runs, not with the package: the
+# grader's worker process imports gradcheck and should start fast.
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gradcheck.compare import Agreement, Grading, Tolerances
+    from gradcheck.oracles import OracleResult, Skipped
 
 
 @dataclass
@@ -56,6 +59,9 @@ class CheckReport:
         return not any(d.graded_by is None for d in self.agreement.disagreements())
 
     def __str__(self) -> str:
+        from gradcheck.compare import ORACLE_LABELS
+        from gradcheck.oracles import OracleResult
+
         n = self.agreement.n
         inputs = ", ".join(name if size is None else f"{name}[{size}]"
                            for name, size in self.program.inputs.items())
@@ -101,6 +107,10 @@ def check(target: str | Callable[..., Any], *,
     """Check gradients of `target` at the points `at` and at `samples` points drawn from `domains`
     (each kept `margin` away from its edges and avoided points), against the chosen oracles, and,
     if given, an engine module run in this process."""
+    from gradcheck.compare import Tolerances, agree, grade
+    from gradcheck.oracles import as_batch, compute
+    from gradcheck.strategies import draw, points
+
     listed = [at] if isinstance(at, Mapping) else list(at or [])
     declared = _declared_inputs(target, inputs, listed, domains)
     program = (parse(target, declared, output) if isinstance(target, str)
@@ -109,7 +119,7 @@ def check(target: str | Callable[..., Any], *,
     drawn: list[dict[str, Any]] = []
     if domains is not None:
         intervals = {name: _interval(name, d) for name, d in domains.items()}
-        drawn = draw(point_strategy(program.inputs, intervals, margin), samples, seed)
+        drawn = draw(points(program.inputs, intervals, margin), samples, seed)
     if not listed and not drawn:
         raise ValueError("no points to check: give them with at=..., or give domains=... to draw "
                          "them from")
@@ -339,8 +349,8 @@ def _declared_inputs(target: str | Callable[..., Any],
     else:
         raise ValueError("declare the program's inputs, e.g. inputs={'x': None, 'v': 3}")
     first = listed[0] if listed else {}
-    return {name: (len(first[name]) if isinstance(first.get(name), (list, tuple, np.ndarray))
-                   else None) for name in names}
+    return {name: (len(first[name]) if isinstance(first.get(name), (list, tuple))
+                   or getattr(first.get(name), "ndim", 0) == 1 else None) for name in names}
 
 
 def _interval(name: str, domain: Interval | Sequence[Any] | Mapping[str, Any]) -> Interval:

@@ -18,21 +18,20 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gradcheck import __version__
+from gradcheck import __version__, batch, key, validate
 from gradcheck.bundled import bank_dir
 from gradcheck.exercise import ORACLES, ExerciseError, load_bank
+from gradcheck.grader import DEFAULT_MEMORY_MB, Grader, GraderError, resolve_submission
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
 from gradcheck.reports.junit import write_junit
 from gradcheck.reports.markdown import write_markdown
 from gradcheck.reports.terminal import render_terminal, total_line
-from gradcheck.results import GradeReport
+from gradcheck.results import CheckResult, GradeReport
 
 #: Exit status when the grader itself cannot run (argparse uses 2 for bad arguments too).
 CANNOT_RUN = 2
 #: Exit status when grading completed but the score is under --fail-under.
 UNDER_THRESHOLD = 1
-
-NAMED_SUBMISSIONS = ("reference", "torch")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,7 +64,8 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--key", metavar="FILE", help="an answer key built by gradcheck")
     p.add_argument("--timeout", metavar="S", type=_positive, help="seconds per exercise, "
                                                                    "unless an exercise says")
-    p.add_argument("--memory-mb", metavar="MB", type=int, help="memory limit of the worker")
+    p.add_argument("--memory-mb", metavar="MB", type=int, default=DEFAULT_MEMORY_MB,
+                   help="memory limit of the worker (default: %(default)s)")
     p.add_argument("--oracles", type=_oracles, metavar="fd,torch,jax",
                    help="restrict the oracles used (default: those each exercise lists)")
     p.add_argument("--fail-under", metavar="SCORE", type=float,
@@ -93,27 +93,28 @@ def run_grade(args: argparse.Namespace) -> int:
         return _cannot_run(args, "no *.exercise.yaml files in "
                                  + ", ".join(str(path) for path in exercises))
 
-    from gradcheck.grader import Grader  # here, so that only grading pays for its imports
+    so_far = GradeReport(submission=args.submission, seed=args.seed or 0)
 
-    latest = GradeReport(submission=args.submission, seed=args.seed or 0)
-
-    def save(report: GradeReport, incomplete: str = UNFINISHED) -> None:
-        nonlocal latest
-        latest = report
+    def save(report: GradeReport, incomplete: str) -> None:
         if args.results_json:
             write_results_json(report, args.results_json, incomplete=incomplete)
 
+    def progress(exercise_id: str, results: list[CheckResult]) -> None:
+        so_far.results += results
+        save(so_far, UNFINISHED)
+
     try:
-        with Grader(args.submission, seed=args.seed, key=args.key,
-                    oracles=args.oracles, timeout=args.timeout,
-                    memory_mb=args.memory_mb) as grader:
-            latest.seed = grader.seed
-            save(latest)
-            report = grader.grade_bank(bank, progress=save)
+        with Grader(args.submission, seed=args.seed, key=args.key, oracles=args.oracles,
+                    timeout=args.timeout, memory_mb=args.memory_mb) as grader:
+            so_far.seed = grader.seed
+            save(so_far, UNFINISHED)
+            report = grader.grade_bank(bank, progress)
+    except GraderError as error:
+        return _cannot_run(args, str(error), so_far)
     except Exception as error:  # a fault of gradcheck, not of the submission: keep the results
         traceback.print_exc()
         return _cannot_run(args, f"the grader failed ({type(error).__name__}: {error}); this is "
-                                 "a fault of gradcheck, not of the submission", latest)
+                                 "a fault of gradcheck, not of the submission", so_far)
     save(report, incomplete="")
     _write_other_reports(report, args)
     _print_summary(report, args)
@@ -127,23 +128,19 @@ def add_validate(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("validate", help="check an exercise bank before publishing it",
                               add_help=False, prefix_chars="\0")
     p.add_argument("argv", nargs=argparse.REMAINDER)
-    p.set_defaults(run=lambda args: _validate_main(args.argv))
+    p.set_defaults(run=lambda args: validate.main(args.argv))
 
 
-def _validate_main(argv: list[str]) -> int:
-    from gradcheck.validate import main as validate_main  # its checks import the oracles
-
-    return validate_main(argv)
-
-
-SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (add_grade, add_validate)
+SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    add_grade, add_validate, batch.add_parser, key.add_parser)
 
 
 def _argument_problem(args: argparse.Namespace) -> str:
     """What is wrong with `grade`'s paths, or "" (checked before any work starts)."""
-    if args.submission not in NAMED_SUBMISSIONS and not Path(args.submission).exists():
-        return (f"no submission at {args.submission}: give a module file, a package folder, "
-                f"or one of {', '.join(NAMED_SUBMISSIONS)}")
+    try:
+        resolve_submission(args.submission)
+    except GraderError as error:
+        return str(error)
     for path in args.exercises or []:
         if not path.exists():
             return f"--exercises {path}: no such file or folder"

@@ -349,16 +349,25 @@ class _Answers:
     """An engine's replies as arrays (n, w) per quantity, NaN-filled where nothing came back."""
 
     def __init__(self, quantities: list[Quantity], found: Sequence[Any], n: int) -> None:
-        self.values = {q.name: np.full(q.expected.shape, np.nan) for q in quantities}
-        self.present = {q.name: np.zeros(n, bool) for q in quantities}
+        # Read into plain lists (cheap per point), then make each quantity's array once.
+        rows: dict[str, list[list[float] | None]] = {q.name: [None] * n for q in quantities}
         self.errors: dict[int, str] = {}
         for i, reply in enumerate(found):
             try:
-                self._read(quantities, i, reply)
+                self._read(quantities, i, reply, rows)
             except _ProtocolError as exc:
                 self.errors[i] = f"ProtocolError: {exc}"
+        for i in self.errors:
+            for column in rows.values():
+                column[i] = None
+        self.present = {name: np.array([r is not None for r in column], bool)
+                        for name, column in rows.items()}
+        self.values = {q.name: np.array([r if r is not None else [math.nan] * q.expected.shape[1]
+                                         for r in rows[q.name]], np.float64).reshape(
+                                             q.expected.shape) for q in quantities}
 
-    def _read(self, quantities: list[Quantity], i: int, reply: Any) -> None:
+    def _read(self, quantities: list[Quantity], i: int, reply: Any,
+              rows: dict[str, list[list[float] | None]]) -> None:
         if type(reply) is not dict:
             raise _ProtocolError("the engine's reply is not a mapping")
         error = reply.get("error")
@@ -370,10 +379,8 @@ class _Answers:
             raise _ProtocolError("grads is not a mapping")
         for q in quantities:
             raw = reply.get("value") if q.name == "value" else grads.get(q.name)
-            if raw is None:
-                continue
-            self.values[q.name][i] = _numbers(raw, q.size, q.label)
-            self.present[q.name][i] = True
+            if raw is not None:
+                rows[q.name][i] = _numbers(raw, q.size, q.label)
 
 
 class _ProtocolError(ValueError):

@@ -30,7 +30,10 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from gradcheck import yamlsrc
+from gradcheck.ops import Interval
 from gradcheck.program import MAX_VECTOR, Program, ProgramError, parse
+from gradcheck.strategies import allowed, draw
+from gradcheck.strategies import points as sampled_points
 
 SUFFIX = ".exercise.yaml"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "exercise.schema.json"
@@ -41,6 +44,8 @@ ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 EXPECT_PATTERN = rf"^({'|'.join(EXPECT_KINDS)})\.[A-Za-z][A-Za-z0-9_]*$"
 
+#: A file or folder, or several.
+PathArg = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 Oracle = Literal["fd", "torch", "jax"]
 ORACLES: tuple[str, ...] = get_args(Oracle)
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
@@ -120,8 +125,10 @@ class Domain(_Model):
     """Upper end of the interval."""
     avoid: list[Finite] = []
     """Points to keep away from, such as kinks (0 for relu and abs) and poles."""
-    margin: NonNegative | None = None
-    """Minimum distance from `low`, `high` and every `avoid` point; default: `sampled.margin`."""
+
+    def interval(self) -> Interval:
+        """The domain as the table of operations writes one."""
+        return Interval(self.low, self.high, tuple(self.avoid))
 
     @model_validator(mode="after")
     def _ordered(self) -> Domain:
@@ -302,11 +309,6 @@ class Step(_Model):
         """The step's action key."""
         return next(key for key in ACTIONS if getattr(self, key) is not None)
 
-    def spec(self) -> dict[str, Any]:
-        """Plain data for the worker: `{action: argument, "expect": [...]}`, unset options left
-        out (so `of` and `gradient` are absent unless given)."""
-        return self.model_dump(mode="json", exclude_none=True)
-
 
 class BehaviourCheck(_Check):
     """Steps run on the submission and on torch, compared after each step."""
@@ -409,6 +411,21 @@ class Exercise(_Model):
         """Inputs that require grad, whose gradients are checked."""
         return [name for name, spec in self.inputs.items() if spec.requires_grad]
 
+    def check_points(self, check: str, seed: int = 0) -> list[Point]:
+        """The points a gradient check is graded at: the inputs' values, then the listed points
+        (`gradients`); each case's point (`answers`); `count` points drawn from the domains,
+        reproducibly from `seed`, the other inputs at their values (`sampled`)."""
+        base = self.values
+        if check == "gradients":
+            return [base] + [{**base, **p} for p in self.checks.gradients.points]
+        if check == "answers":
+            return [{**base, **(case.at or {})} for case in self.checks.answers.cases]
+        sampled = self.checks.sampled
+        domains = {n: i.domain.interval() for n, i in self.inputs.items() if i.domain}
+        sizes = {n: self.sizes[n] for n in domains}
+        drawn = draw(sampled_points(sizes, domains, sampled.margin), sampled.count, seed)
+        return [{**base, **p} for p in drawn]
+
     def line_of(self, field_path: str | tuple[str | int, ...]) -> int:
         """The line of a field (or of its nearest written parent); 0 if not loaded from a file."""
         return self._source.line_of(field_path) if self._source else 0
@@ -507,16 +524,15 @@ class Bank:
     broken: list[tuple[Path, ExerciseError]]
 
 
-def exercise_files(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+def exercise_files(paths: PathArg) -> list[Path]:
     """Files named on the command line, and `*.exercise.yaml` files under folders, in order."""
     found: list[Path] = []
-    for path in _path_list(paths):
+    for path in path_list(paths):
         found.extend(sorted(path.rglob("*" + SUFFIX)) if path.is_dir() else [path])
     return list(dict.fromkeys(found))
 
 
-def load_bank(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-              strict: bool = False) -> Bank:
+def load_bank(paths: PathArg, strict: bool = False) -> Bank:
     """Load every exercise under `paths`. A broken file is set aside in `broken` (or, if
     `strict`, raised at once) and the others still load; ids must be unique in the bank."""
     bank = Bank([], [])
@@ -542,7 +558,8 @@ def load_bank(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     return bank
 
 
-def _path_list(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+def path_list(paths: PathArg) -> list[Path]:
+    """One path or many, as a list of paths."""
     if isinstance(paths, (str, os.PathLike)):
         return [Path(paths)]
     return [Path(p) for p in paths]
@@ -550,7 +567,7 @@ def _path_list(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]])
 
 # --- checks across fields -----------------------------------------------------------------------
 
-_Issue = tuple[yamlsrc.Path, str, "tuple[int, int] | None"]
+_Issue = tuple[yamlsrc.Path, str, tuple[int, int] | None]
 
 
 def _parse(exercise: Exercise) -> Program:
@@ -681,14 +698,13 @@ def _domain_issues(exercise: Exercise, sampled: SampledCheck) -> list[_Issue]:
                                               "least one input a domain: {low: .., high: ..}",
                        None))
     for name, spec in exercise.inputs.items():
-        domain = spec.domain
-        if domain is None:
-            continue
-        margin = sampled.margin if domain.margin is None else domain.margin
-        if domain.high - domain.low <= 2 * margin:
-            issues.append((("inputs", name, "domain"), f"nothing is left to sample once a margin "
-                           f"of {margin:g} is kept from both ends; widen the domain or lower "
-                           "the margin", None))
+        if spec.domain is not None:
+            try:
+                allowed(spec.domain.interval(), sampled.margin)
+            except ValueError:
+                issues.append((("inputs", name, "domain"), f"nothing is left to sample once a "
+                               f"margin of {sampled.margin:g} is kept from the ends and the "
+                               "avoided points; widen the domain or lower the margin", None))
     return issues
 
 
@@ -748,6 +764,9 @@ def _message(error: Any, path: yamlsrc.Path) -> str:
         allowed = _schema_keys(path[:-1])
         return (f"unknown key {path[-1]!r}{_suggest(str(path[-1]), allowed)}; the keys here "
                 f"are {_listing(allowed)}")
+    if kind == "model_type":
+        return (f"write a mapping here, with keys among {_listing(_schema_keys(path))}; not "
+                f"{_show(got)}")
     if kind == "bool_type" and isinstance(got, str) and got.lower() in _BOOL_WORDS:
         return f"{got!r} is text here, not a boolean; write true or false"
     if kind in ("value_error", "assertion_error"):

@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from gradcheck import bundled, compare, oracles, probe, score, strategies
+from gradcheck import bundled, compare, localise, oracles, probe, score
 from gradcheck.exercise import Bank, Exercise, ExerciseError, load_bank
-from gradcheck.ops import Interval
 from gradcheck.results import CheckResult, GradeReport
 from gradcheck.sandbox import Failure, Worker
 
@@ -56,10 +55,17 @@ class Grader:
                  ) -> None:
         self.label = str(submission)
         self.path = resolve_submission(submission)
+        #: the answer key: torch's and jax's results come from it, for the exercises it holds.
+        self.key = _load_key(key) if key else None
+        if self.key is not None and seed is not None and int(seed) != self.key.seed:
+            raise GraderError(f"the answer key {key} was built with seed {self.key.seed}; grade "
+                              f"with --seed {self.key.seed} (or no --seed), or build a key with "
+                              f"seed {seed}")
+        if self.key is not None:
+            seed = self.key.seed
         self.seed = secrets.randbelow(2**32) if seed is None else int(seed)
         self.oracles = tuple(oracles) if oracles else None
         self.timeout = timeout
-        self.key = _load_key(key) if key else None
         self.worker = Worker(self.path, memory_mb=memory_mb)
         self._missing: dict[str, str] | None = None
         self._torch_records: dict[str, Any] = {}
@@ -131,33 +137,19 @@ class Grader:
                    ) -> tuple[str, str, list[str]]:
         check = getattr(exercise.checks, name)
         if name in ("gradients", "sampled", "answers"):
-            points = self._points(exercise, name, check)
+            points = self._points(exercise, name)
             wanted = [o for o in getattr(check, "oracles", oracles.ORACLES)
                       if self.oracles is None or o in self.oracles]
             return self._gradients(exercise, points, wanted, deadline)
-        if name == "graph":
-            request = {"kind": "graph", "program": exercise.program.spec(),
-                       "point": exercise.values, "requires_grad": exercise.grad_names,
-                       "names": list(check.names)}
-            return self._against_torch(exercise, request, deadline, _graph_verdict)
-        request = {"kind": "behaviour", "program": exercise.program.spec(),
-                   "point": exercise.values, "requires_grad": exercise.grad_names,
-                   "steps": [step.model_dump(exclude_none=True, exclude_defaults=False)
-                             for step in check.steps]}
-        return self._against_torch(exercise, request, deadline, _behaviour_verdict)
+        verdict = _graph_verdict if name == "graph" else _behaviour_verdict
+        return self._against_torch(exercise, torch_request(exercise, name), deadline, verdict)
 
-    def _points(self, exercise: Exercise, name: str, check: Any) -> list[dict[str, Any]]:
-        base = exercise.values
-        if name == "gradients":
-            return [base] + [{**base, **p} for p in check.points]
-        if name == "answers":
-            return [{**base, **(case.at or {})} for case in check.cases]
-        domains = {n: Interval(i.domain.low, i.domain.high, tuple(i.domain.avoid))
-                   for n, i in exercise.inputs.items() if i.domain is not None}
-        sizes = {n: s for n, s in exercise.sizes.items() if n in domains}
-        strategy = strategies.points(sizes, domains, check.margin)
-        drawn = strategies.draw(strategy, check.count, self._exercise_seed(exercise))
-        return [{**base, **p} for p in drawn]
+    def _points(self, exercise: Exercise, name: str) -> list[dict[str, Any]]:
+        """Where a gradient check is graded: the key's points, or the exercise's for this seed."""
+        stored = self.key.points(exercise, name) if self.key is not None else None
+        if stored is not None:
+            return stored
+        return exercise.check_points(name, sample_seed(self.seed, exercise.id))
 
     def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
                    deadline: float) -> tuple[str, str, list[str]]:
@@ -174,17 +166,23 @@ class Grader:
             return "skipped", grading.message, grading.author_notes
         if grading.passed:
             return "passed", grading.message, grading.author_notes
-        return "failed", _with_hint(grading.message, exercise), grading.author_notes
+        message = localise.feedback(grading, program, points, exercise.grad_names,
+                                    lambda request: self._ask(exercise, request, deadline),
+                                    _tolerances(exercise).analytic)
+        return "failed", _with_hint(message, exercise), grading.author_notes
 
     def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
                         wanted: list[str]) -> dict[str, oracles.OracleResult | oracles.Skipped]:
-        """The oracles' values and gradients of the exercise's program at `points`."""
+        """The oracles' values and gradients of the exercise's program at `points` (torch's and
+        jax's from the answer key, if there is one that holds this exercise)."""
+        if self.key is not None:
+            return self.key.oracle_results(exercise, points, wanted)
         return oracles.compute(exercise.program, points, exercise.grad_names, wanted)
 
     def _against_torch(self, exercise: Exercise, request: dict[str, Any], deadline: float,
                        verdict: Callable[[dict[str, Any], dict[str, Any], Exercise], str]
                        ) -> tuple[str, str, list[str]]:
-        expected = self._torch_record(request)
+        expected = self._torch_record(exercise, request)
         if isinstance(expected, str):
             return "skipped", expected, [expected]
         reply = self._ask(exercise, request, deadline)
@@ -195,14 +193,22 @@ class Grader:
             return "failed", _with_hint(message, exercise), []
         return "passed", "", []
 
-    def _torch_record(self, request: dict[str, Any]) -> dict[str, Any] | str:
-        """torch's answer to `request`, observed in this process (torch is trusted)."""
+    def _torch_record(self, exercise: Exercise, request: dict[str, Any]) -> dict[str, Any] | str:
+        """torch's answer to `request`: from the answer key, or observed in this process (torch is
+        trusted)."""
+        if self.key is not None:
+            stored = self.key.torch_record(exercise, request)
+            if stored is not None:
+                return stored
         cache_key = json.dumps(request, sort_keys=True)
         if cache_key not in self._torch_records:
             try:
                 from gradcheck import torch_engine
             except ImportError:
-                self._torch_records[cache_key] = "skipped: torch is not installed"
+                why = "torch is not installed"
+                self._torch_records[cache_key] = (
+                    f"skipped: {self.key.refusal(exercise)}; it cannot be graded live: {why}"
+                    if self.key is not None else f"skipped: {why}")
             else:
                 self._torch_records[cache_key] = probe.handle(torch_engine, request)
         return self._torch_records[cache_key]
@@ -231,10 +237,6 @@ class Grader:
         return (f"your engine is missing {', '.join(absent)}, which this exercise uses "
                 f"({details}). Implement it to earn these points.")
 
-    def _exercise_seed(self, exercise: Exercise) -> int:
-        digest = hashlib.sha256(f"{self.seed}:{exercise.id}".encode()).digest()
-        return int.from_bytes(digest[:4], "big")
-
 
 CHECK_TITLES = {
     "gradients": "gradients at the listed points",
@@ -243,6 +245,24 @@ CHECK_TITLES = {
     "graph": "the graph (grad_fn, leaves)",
     "behaviour": "autograd behaviour, step by step",
 }
+
+
+def sample_seed(seed: int, exercise_id: str) -> int:
+    """The seed of one exercise's sampled points in a run: each exercise draws its own points,
+    and the same run seed always gives the same ones (what an answer key relies on)."""
+    digest = hashlib.sha256(f"{seed}:{exercise_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def torch_request(exercise: Exercise, name: str) -> dict[str, Any]:
+    """The request of a `graph` or `behaviour` check: asked of torch here and of the engine."""
+    check = getattr(exercise.checks, name)
+    request = {"kind": name, "program": exercise.program.spec(), "point": exercise.values,
+               "requires_grad": exercise.grad_names}
+    if name == "graph":
+        return {**request, "names": list(check.names)}
+    return {**request, "steps": [step.model_dump(exclude_none=True, exclude_defaults=False)
+                                 for step in check.steps]}
 
 
 def _tolerances(exercise: Exercise) -> compare.Tolerances:

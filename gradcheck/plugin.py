@@ -26,6 +26,7 @@ from gradcheck.score import check_points
 
 if TYPE_CHECKING:
     from gradcheck.exercise import Exercise, ExerciseError
+    from gradcheck.grader import Grader
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -90,7 +91,8 @@ class GradingSession:
         self.show_hidden: bool = config.getoption("gradcheck_show_hidden")
         self.results_json: str | None = config.getoption("results_json")
         self.graded: dict[Path, list[CheckResult]] = {}  # in the order graded
-        self._grader: Any = None
+        self._grader: Grader | None = None
+        self._latest = GradeReport(submission=config.getoption("submission"), seed=0)
         self._stack = ExitStack()
         self._started = time.perf_counter()
 
@@ -99,19 +101,25 @@ class GradingSession:
         """The results of the exercise in `path` (graded on first call), or of its load error."""
         if path not in self.graded:
             grader = self._get_grader()
-            self.graded[path] = ([grader.broken_result(path, error)] if error is not None
-                                 else grader.grade_exercise(exercise))
+            if error is not None:
+                self.graded[path] = [grader.broken_result(path, error)]
+            else:
+                # A bank of one, so that the report also says whether the submission imported
+                # and what it printed so far.
+                from gradcheck.exercise import Bank
+
+                self._latest = grader.grade_bank(Bank([exercise], []))
+                self.graded[path] = self._latest.results
             self._save(UNFINISHED)
         return self.graded[path]
 
     def report(self) -> GradeReport:
-        """The results so far, with what the Grader knows of the submission."""
-        grader = self._grader
+        """The results so far, with what the latest grading learnt of the submission."""
         return GradeReport(
-            submission=self.config.getoption("submission"), seed=grader.seed if grader else 0,
+            submission=self._latest.submission,
+            seed=self._grader.seed if self._grader else 0,
             results=[r for results in self.graded.values() for r in results],
-            import_error=grader.import_error if grader else "",
-            output=grader.output if grader else "",
+            import_error=self._latest.import_error, output=self._latest.output,
             duration=time.perf_counter() - self._started)
 
     def finish(self, selected: list[Path]) -> None:
@@ -120,7 +128,7 @@ class GradingSession:
         self._save("" if complete else UNFINISHED)
         self._stack.close()
 
-    def _get_grader(self) -> Any:
+    def _get_grader(self) -> Grader:
         if self._grader is None:
             from gradcheck.grader import Grader  # only a grading run pays for the grader
 
@@ -184,7 +192,7 @@ class CheckItem(pytest.Item):
         if isinstance(excinfo.value, CheckFailed):
             r = excinfo.value.result
             score = f"{points(r.score)}/{points(r.max_score)} points"
-            return f"{excinfo.value}\n({r.title or r.name}: {score})"
+            return f"{excinfo.value}\n({score} for {r.title or r.name})"
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

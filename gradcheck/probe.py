@@ -27,6 +27,7 @@ MAX_NAME = 200  # characters kept of a grad_fn name
 
 #: Where an engine can be, as progress frames name it; the text completes "timed out after 10 s".
 PHASES = {
+    "start": "before the request began",
     "import": "while importing the submission",
     "inspect": "while checking which operations the engine has",
     "forward": "in the forward pass",

@@ -47,6 +47,7 @@ from gradcheck import probe
 from gradcheck.worker import BOOTSTRAP, HEADER, MAX_FRAME, pack
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
+MAX_DETAIL = 20_000  # characters kept of a traceback (its end) or an exception's message
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _GRADCHECK_DIR = str(Path(__file__).resolve().parent)
 
@@ -70,7 +71,10 @@ class Failure:
 
 
 class Worker:
-    """One submission's worker process, started on the first request and after each failure."""
+    """One submission's worker process, started on the first request and after each failure.
+
+    The worker dies with the thread that started it (PR_SET_PDEATHSIG): use a Worker from the
+    thread that made its first request, or from one that outlives it."""
 
     def __init__(self, submission: str | Path, *, memory_mb: int | None = 1024,
                  cpu_seconds: int = 3600, max_output: int = 1_000_000,
@@ -80,6 +84,8 @@ class Worker:
         self.memory_mb = memory_mb
         self.cpu_seconds = cpu_seconds
         self.max_output = max_output
+        self._file_limit = max_output + 1_000_000  # RLIMIT_FSIZE: room to see a flood go past
+        self._printed = 0  # bytes printed since the output was last collected
         self.keep_output = keep_output
         self.max_tasks = max_tasks
         self.import_timeout = import_timeout
@@ -139,7 +145,7 @@ class Worker:
             if failure is not None:
                 self.import_failure = failure
                 return failure
-        self._phase = str(request["kind"])
+        self._phase = "start"
         deadline = time.monotonic() + timeout
         assert self._sock is not None
         try:
@@ -199,14 +205,15 @@ class Worker:
         if isinstance(record, dict) and all(isinstance(record.get(k), str)
                                             for k in ("type", "message", "traceback")):
             self._stop()
-            return Failure("import", f"the submission could not be imported: {record['type']}: "
-                           f"{record['message']}", "import", record["traceback"])
+            return Failure("import", f"the submission could not be imported: "
+                           f"{record['type'][:100]}: {record['message'][:probe.MAX_MESSAGE]}",
+                           "import", record["traceback"][-MAX_DETAIL:])
         return self._fail("protocol", "the engine sent something other than a reply while "
                           "being imported")
 
     def _limits(self) -> dict[str, tuple[int, int]]:
         limits = {"cpu": (self.cpu_seconds, self.cpu_seconds + 5),  # SIGXCPU before SIGKILL
-                  "fsize": (self.max_output + (1 << 20),) * 2, "core": (0, 0)}
+                  "fsize": (self._file_limit,) * 2, "core": (0, 0)}
         if self.memory_mb is not None:
             limits["data"] = (self.memory_mb << 20,) * 2
         return limits
@@ -215,19 +222,19 @@ class Worker:
 
     def _wait(self, deadline: float, timeout: float) -> dict[str, Any] | Failure:
         """The next frame that is not progress, or the failure that came first."""
-        assert self._proc is not None
         while True:
             exited = self._exited()  # checked first: frames sent before exiting are read first
-            wait = 0.001 if exited else min(POLL, max(deadline - time.monotonic(), 0.001))
-            frame = self._next_frame(wait)
-            if isinstance(frame, dict) and set(frame) == {"phase"} and isinstance(
-                    frame["phase"], str):
-                self._phase = frame["phase"][:40]
-            elif frame is not None:
-                return frame
-            elif exited:
+            self._receive(0.001 if exited else min(POLL, max(deadline - time.monotonic(), 0.001)))
+            # Every frame received is handled before the checks, so a failure is named with the
+            # phase the worker was really in.
+            while (frame := self._pop_frame()) is not None:
+                if not (isinstance(frame, dict) and set(frame) == {"phase"}):
+                    return frame
+                if frame["phase"] in probe.PHASES:  # any other text is not the worker's
+                    self._phase = frame["phase"]
+            if exited:
                 return self._exit_failure()
-            elif self._eof:  # the channel closed: the worker is exiting, or broke it
+            if self._eof:  # the channel closed: the worker is exiting, or broke it
                 for _ in range(20):
                     time.sleep(POLL)
                     if self._exited():
@@ -238,23 +245,27 @@ class Worker:
             if failure is not None:
                 return failure
 
-    def _next_frame(self, wait: float) -> dict[str, Any] | Failure | None:
-        """A complete frame, reading the socket for at most `wait` s if none is buffered."""
+    def _receive(self, wait: float) -> None:
+        """Add what the worker sent to the buffer, waiting at most `wait` s for something."""
         assert self._sock is not None
-        if not self._eof and len(self._buffer) < self._frame_end():
-            self._sock.settimeout(wait)
-            try:
-                chunk = self._sock.recv(1 << 20)
-            except TimeoutError:
-                return None
-            self._eof = not chunk
-            self._buffer += chunk
-        if len(self._buffer) < self._frame_end():
-            return None
+        if self._eof:
+            return
+        self._sock.settimeout(wait)
+        try:
+            chunk = self._sock.recv(1 << 20)
+        except TimeoutError:
+            return
+        self._eof = not chunk
+        self._buffer += chunk
+
+    def _pop_frame(self) -> dict[str, Any] | Failure | None:
+        """The first complete frame in the buffer, if there is one."""
         end = self._frame_end()
-        if end > HEADER.size + MAX_FRAME:
+        if end > HEADER.size + MAX_FRAME:  # refused before it is read: it could be 4 GB
             return self._fail("protocol", f"the engine wrote garbage to the grader's channel "
                               f"{self._where()}")
+        if len(self._buffer) < end:
+            return None
         body = bytes(self._buffer[HEADER.size:end])
         del self._buffer[:end]
         try:
@@ -294,7 +305,7 @@ class Worker:
         if sum(threads for _, threads, _ in members) > self.max_tasks:
             return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
                               f"or threads {self._where()}")
-        if self.memory_mb is not None and sum(rss for *_, rss in members) > self.memory_mb << 20:
+        if self.memory_mb is not None and _memory(members) > self.memory_mb << 20:
             return self._fail("memory", self._memory_message())
         printed = sum(os.stat(self._dir / name).st_size for name in self._kept)
         if printed > self.max_output:
@@ -314,12 +325,13 @@ class Worker:
         record = frame.get("fatal")
         if set(frame) == {"fatal"} and isinstance(record, dict) and all(
                 isinstance(record.get(k), str) for k in ("type", "message")):
+            name, text = record["type"][:100], record["message"][:100]
             kind, what = {
                 "MemoryError": ("memory", ""),
-                "SystemExit": ("exit", f"the engine called sys.exit({record['message']})"),
-            }.get(record["type"], ("raised", f"the engine raised {record['type']}"))
+                "SystemExit": ("exit", f"the engine called sys.exit({text})"),
+            }.get(name, ("raised", f"the engine raised {name}"))
             message = self._memory_message() if kind == "memory" else f"{what} {self._where()}"
-            return self._fail(kind, message, record["message"])
+            return self._fail(kind, message, record["message"][:MAX_DETAIL])
         return self._fail("protocol", f"the engine sent something other than a reply "
                           f"{self._where()}")
 
@@ -332,6 +344,12 @@ class Worker:
         if -code == signal.SIGXCPU:
             return Failure("cpu", f"the engine used more than {self.cpu_seconds} s of CPU time "
                            f"{where}", phase)
+        if -code == signal.SIGXFSZ:  # a write went past RLIMIT_FSIZE
+            if self._printed > self.max_output:
+                return Failure("output", f"the engine printed more than "
+                               f"{_bytes(self.max_output)} {where}", phase)
+            return Failure("output", f"the engine wrote a file larger than "
+                           f"{_bytes(self._file_limit)} {where}", phase)
         return Failure("signal", f"the engine crashed with signal {signal.Signals(-code).name} "
                        f"{where}", phase)
 
@@ -352,12 +370,14 @@ class Worker:
 
     def _collect_output(self) -> None:
         """Keep the head of what was printed, count the rest, and empty the files."""
+        self._printed = 0
         for name, kept in self._kept.items():
             with open(self._dir / name, "rb+") as f:
                 size = os.fstat(f.fileno()).st_size
                 data = f.read(min(size, max(self.keep_output - len(kept), 0)))
                 kept += data
                 self.dropped += size - len(data)
+                self._printed += size
                 f.truncate(0)
 
     def _where(self) -> str:
@@ -403,6 +423,20 @@ def _members(session: int) -> list[tuple[int, int, int]]:
             break
         found |= more
     return [(pid, stats[pid][2], stats[pid][3]) for pid in found]
+
+
+def _memory(members: list[tuple[int, int, int]]) -> int:
+    """Bytes of memory the processes use, each shared page counted once (the sum of their PSS;
+    a sum of resident sizes would count the pages of every fork again)."""
+    total = 0
+    for pid, _, rss in members:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+                pss = next(line for line in f if line.startswith(b"Pss:"))
+            total += int(pss.split()[1]) << 10
+        except (OSError, StopIteration):  # gone, or a kernel without smaps_rollup
+            total += rss
+    return total
 
 
 def _kill_all(session: int) -> None:

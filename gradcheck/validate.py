@@ -1,31 +1,35 @@
 """`gradcheck validate`: check an exercise bank before it is published.
 
-What is checked here without running anything: every file loads (YAML, schema, program, names,
-points), ids are unique, each file is named `*.exercise.yaml` and starts with the schema line that
-editors use, and the sampled domains keep clear of the points where an operation applied to an
-input has a kink or a pole. Each check of one exercise is a function in `EXERCISE_CHECKS`; checks
-that need the oracles or the reference engine are added to that list the same way.
+Static checks, which run nothing: every file loads (YAML, schema, program, names, points), ids are
+unique, each file is named `*.exercise.yaml` and starts with the schema line that editors use,
+and sampled domains keep clear of the kinks and poles of operations applied to an input. Then the
+oracles: at the listed points and over each domain the three oracles agree (a disagreement is
+classified and shown, unless the exercise grades it by a `convention`), and hand-derived answers
+equal what they compute. Each check of one exercise is a function in `STATIC_CHECKS` or
+`ORACLE_CHECKS`; checks of the reference engine join them the same way.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
-from gradcheck.exercise import (SCHEMA_COMMENT, SUFFIX, Exercise, Problem, exercise_files,
-                                load_bank, schema_comment)
+import numpy as np
+
+from gradcheck import compare, oracles
+from gradcheck.exercise import (ORACLES, SCHEMA_COMMENT, SUFFIX, Exercise, PathArg, Point,
+                                Problem, exercise_files, load_bank, path_list, schema_comment)
 from gradcheck.ops import OPS
 
 Check = Callable[[Exercise], list[Problem]]
-Paths = Iterable[str | os.PathLike[str]]
 
 
-def validate(paths: Paths) -> list[Problem]:
-    """Every problem found in the exercises under `paths` (files or folders)."""
-    paths = [Path(p) for p in paths]
+def validate(paths: PathArg, static: bool = False) -> list[Problem]:
+    """Every problem found in the exercises under `paths` (files or folders); with `static`,
+    only what can be found without the oracles."""
+    paths = path_list(paths)
     problems = [Problem(str(p), 0, "", "no such file or folder") for p in paths if not p.exists()]
     files = exercise_files([p for p in paths if p.exists()])
     if not files and not problems:
@@ -36,8 +40,9 @@ def validate(paths: Paths) -> list[Problem]:
     bank = load_bank(files)
     for _, error in bank.broken:
         problems += error.problems
+    checks = STATIC_CHECKS if static else STATIC_CHECKS + ORACLE_CHECKS
     for exercise in bank.exercises:
-        for check in EXERCISE_CHECKS:
+        for check in checks:
             problems += check(exercise)
     return problems
 
@@ -91,8 +96,77 @@ def domain_problems(exercise: Exercise) -> list[Problem]:
     return problems
 
 
-#: Checks of one loaded exercise, in order.
-EXERCISE_CHECKS: list[Check] = [domain_problems]
+def agreement_problems(exercise: Exercise) -> list[Problem]:
+    """Where the oracles disagree at the listed points and at points drawn from the domains."""
+    problems = []
+    if exercise.checks.gradients:
+        agreement = _agreement(exercise, exercise.check_points("gradients"))
+        problems += _disagreements(exercise, agreement, lambda i: (
+            ("checks", "gradients", "points", i - 1) if i else ("inputs",)), "move the point")
+    if exercise.checks.sampled:
+        agreement = _agreement(exercise, exercise.check_points("sampled", SEED))
+        problems += _disagreements(exercise, agreement, lambda i: ("checks", "sampled"),
+                                   "narrow the domains, `avoid` the point")
+    return problems
+
+
+def answer_problems(exercise: Exercise) -> list[Problem]:
+    """Hand-derived answers must equal what the oracles compute at the same points."""
+    answers = exercise.checks.answers
+    if answers is None:
+        return []
+    agreement = _agreement(exercise, exercise.check_points("answers"))
+    problems = _disagreements(exercise, agreement, lambda i: ("checks", "answers", "cases", i),
+                              "choose another point")
+    for quantity in agreement.quantities:
+        for i, case in enumerate(answers.cases):
+            given = case.value if quantity.name == "value" else case.grads.get(quantity.name)
+            if given is None or not quantity.graded[i].all():
+                continue
+            expected = quantity.expected[i]
+            if not quantity.tolerance.close(np.ravel(given), expected).all():
+                field = ("value",) if quantity.name == "value" else ("grads", quantity.name)
+                computed = expected.tolist() if quantity.size else float(expected[0])
+                problems.append(exercise.problem(
+                    ("checks", "answers", "cases", i, *field),
+                    f"{quantity.label} is {given} by hand, but the oracles give {computed}; "
+                    "correct the answer (or the program)"))
+    return problems
+
+
+#: Seed of the points drawn for the `sampled` check (grading draws with a seed of its own).
+SEED = 0
+#: How many disagreements of one check are shown.
+SHOWN = 3
+
+
+def _agreement(exercise: Exercise, points: list[Point]) -> compare.Agreement:
+    results = oracles.compute(exercise.program, points, exercise.grad_names, ORACLES)
+    t = exercise.tolerance
+    tolerances = compare.Tolerances(compare.Tolerance(t.analytic.atol, t.analytic.rtol),
+                                    compare.Tolerance(t.fd.atol, t.fd.rtol))
+    return compare.agree(exercise.program, results, exercise.grad_names, points, tolerances,
+                         exercise.convention)
+
+
+def _disagreements(exercise: Exercise, agreement: compare.Agreement,
+                   where: Callable[[int], tuple[str | int, ...]], fix: str) -> list[Problem]:
+    """One problem per value the oracles disagree on and no `convention` decides (a few shown)."""
+    found = [d for d in agreement.disagreements() if d.graded_by is None]
+    problems = [exercise.problem(where(d.point), f"the oracles disagree ({d.reason}): "
+                                 f"{d.describe(agreement.point_text(d.point))}; {fix}, or set "
+                                 "`convention` to grade it as torch or jax does")
+                for d in found[:SHOWN]]
+    if len(found) > SHOWN:
+        problems.append(exercise.problem(where(found[SHOWN].point),
+                                         f"... and {len(found) - SHOWN} more disagreements"))
+    return problems
+
+
+#: Checks of one loaded exercise that run nothing, in order.
+STATIC_CHECKS: list[Check] = [domain_problems]
+#: Checks that ask the oracles (they import torch and jax).
+ORACLE_CHECKS: list[Check] = [agreement_problems, answer_problems]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,9 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description="Check an exercise bank before publishing it.")
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                         help=f"*{SUFFIX} files or folders (default: the bundled bank)")
+    parser.add_argument("--static", action="store_true",
+                        help="only the checks that need no oracle (no torch or jax; fast)")
     args = parser.parse_args(argv)
     paths = args.paths or [bank_dir()]
-    problems = validate(paths)
+    problems = validate(paths, static=args.static)
     for problem in problems:
         print(problem)
     count = len(exercise_files([p for p in paths if p.exists()]))

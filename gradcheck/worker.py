@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import resource
+import signal
 import struct
 import sys
 import traceback
@@ -54,7 +55,7 @@ def main(config_json: str) -> None:
     path = Path(config["submission"])
     try:
         engine = load_submission(path)
-    except BaseException as exc:  # SyntaxError, SystemExit, KeyboardInterrupt: all are "cannot import"
+    except BaseException as exc:  # SyntaxError, SystemExit, KeyboardInterrupt: "cannot import"
         record = probe.error_record(exc, "import")
         record["traceback"] = _traceback(exc, path)
         _flush()
@@ -141,6 +142,8 @@ def _apply_limits(limits: dict[str, list[int]]) -> None:
              "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}
     for name, (soft, hard) in limits.items():
         resource.setrlimit(names[name], (soft, hard))
+    # Python ignores SIGXFSZ; restored, a write past RLIMIT_FSIZE ends the worker at that write.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
 
 
 def _die_with_parent(parent: int) -> None:

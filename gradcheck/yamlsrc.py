@@ -18,7 +18,6 @@ from typing import Any, Iterable
 
 import yaml
 from yaml.composer import Composer
-from yaml.constructor import BaseConstructor
 from yaml.emitter import Emitter
 from yaml.parser import Parser
 from yaml.reader import Reader
@@ -54,13 +53,12 @@ for _tag, _regexp, _first in [
     Resolver12.add_implicit_resolver(_TAG + _tag, re.compile(_regexp), _first)
 
 
-class _Loader(Reader, Scanner, Parser, Composer, BaseConstructor, Resolver12):
+class _Loader(Reader, Scanner, Parser, Composer, Resolver12):
     def __init__(self, stream: str) -> None:
         Reader.__init__(self, stream)
         Scanner.__init__(self)
         Parser.__init__(self)
         Composer.__init__(self)
-        BaseConstructor.__init__(self)
         Resolver12.__init__(self)
 
 

@@ -77,6 +77,31 @@ def _pow(a: float, b: float) -> float:
         return -_INF if a < 0.0 and _odd_integer(b) else _INF
 
 
+def _sqrt(a: float) -> float:
+    return math.sqrt(a) if a >= 0.0 else _NAN  # sqrt(-0.0) is -0.0
+
+
+def _pow_number(a: float, e: float) -> float:
+    """``a ** e`` for a number e, with the shortcuts torch takes (they differ at -0.0 and inf)."""
+    if e == 0.0:
+        return 1.0
+    if e == 1.0:
+        return a
+    if e == 2.0:
+        return a * a
+    if e == 3.0:
+        return a * a * a
+    if e == 0.5:
+        return _sqrt(a)
+    if e == -0.5:
+        return _div(1.0, _sqrt(a))
+    if e == -1.0:
+        return _div(1.0, a)
+    if e == -2.0:
+        return _div(1.0, a * a)
+    return _pow(a, e)
+
+
 def _exp(a: float) -> float:
     try:
         return math.exp(a)
@@ -121,6 +146,7 @@ class Function:
     __slots__ = ("_tensor",)
     saves = True
     many = False
+    leaf = False
 
     def __init__(self, tensor: Tensor) -> None:
         self._tensor = tensor
@@ -134,6 +160,20 @@ class AccumulateGrad(Function):
 
     __slots__ = ()
     saves = False
+    leaf = True
+
+
+class NoGradView(Function):
+    """Marks ``v[i]`` made under ``no_grad()`` from a ``v`` that requires grad.
+
+    torch makes it a view that reports ``requires_grad=True`` and ``is_leaf=True`` but has no
+    edge into the graph: operations on it are recorded, yet no gradient reaches it or ``v``, and
+    its own ``backward()`` raises.
+    """
+
+    __slots__ = ()
+    saves = False
+    leaf = True
 
 
 class AddBackward0(Function):
@@ -234,15 +274,12 @@ class PowBackward0(Function):
     """``x ** c`` with a number c (kept as the second operand)."""
 
     __slots__ = ()
-
-    @staticmethod
-    def forward(a: float, b: float) -> float:
-        return _pow(a, b)
+    forward = staticmethod(_pow_number)
 
     @staticmethod
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         e = node._b
-        return (0.0 if e == 0.0 else g * (e * _pow(node._a._value, e - 1.0))), None
+        return (0.0 if e == 0.0 else g * (e * _pow_number(node._a._value, e - 1.0))), None
 
 
 class PowBackward1(Function):
@@ -352,9 +389,7 @@ class CosBackward0(Function):
 class SqrtBackward0(Function):
     __slots__ = ()
 
-    @staticmethod
-    def forward(a: float) -> float:
-        return math.sqrt(a) if a >= 0.0 else _NAN
+    forward = staticmethod(_sqrt)
 
     @staticmethod
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
@@ -509,7 +544,7 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
-        return self._op is None or self._op is AccumulateGrad
+        return self._op is None or self._op.leaf
 
     @property
     def grad_fn(self) -> Function | None:
@@ -577,7 +612,7 @@ class Tensor:
                     f"torch.Size({list(gradient._shape())}) and output[0] has a shape of "
                     f"torch.Size({list(self._shape())}).")
             seeds = _values(gradient)
-        if not self.requires_grad:
+        if not self.requires_grad or self._op is NoGradView:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a "
                                "grad_fn")
         _backward(nodes, seeds, retain_graph)
@@ -593,7 +628,8 @@ class Scalar(Tensor):
     """A 0-d tensor, which is also a graph node.
 
     ``_op`` is the operation that made it (a :class:`Function` subclass), ``AccumulateGrad`` for a
-    leaf that requires grad, or None for a constant. ``_a`` is the first operand (a node, or a
+    leaf that requires grad, ``NoGradView`` for torch's odd select under ``no_grad``, or None for
+    a constant. ``_a`` is the first operand (a node, or a
     tuple of nodes for a reduction), ``_b`` the second (a node, a float constant, or None).
     ``_seq`` is the operation's creation stamp, negated once its saved values are freed.
     """
@@ -627,7 +663,7 @@ class Scalar(Tensor):
         return Scalar(values[0], None, None, None, None)
 
     def _set_grad(self, value: float | None) -> None:
-        if self._op is None or self._op is AccumulateGrad:
+        if self._op is None or self._op.leaf:
             self._grad = value
             return
         retained = self._grad is _RETAIN or type(self._grad) is float
@@ -697,9 +733,11 @@ class Vector(Tensor):
         if not -n <= i < n:
             raise IndexError(f"index {i} is out of bounds for dimension 0 with size {n}")
         item = self._items[i]
-        if _grad_enabled and self._op is not None:
+        if self._op is None:
+            return Scalar(item._value, None, None, None, None)
+        if _grad_enabled:
             return Scalar(item._value, SelectBackward0, item, None, next(_stamps))
-        return Scalar(item._value, None, None, None, None)
+        return Scalar(item._value, NoGradView, None, None, None)
 
     def _nodes(self) -> tuple[_Element, ...]:
         return self._items
@@ -800,18 +838,16 @@ def _reduce(op: type[Function], a: Tensor) -> Scalar:
 
 # --- backward ------------------------------------------------------------------------------------
 
-def _is_interior(node: Any) -> bool:
-    """A node made by a recorded operation (not a leaf, not a constant)."""
-    return isinstance(node, Scalar) and node._op is not None and node._op is not AccumulateGrad
-
-
 def _operands(node: Scalar) -> Sequence[Any]:
     return node._a if node._op.many else (node._a, node._b)
 
 
 def _reachable(roots: Sequence[Scalar]) -> list[Scalar]:
-    """The recorded operations reachable from ``roots``, without recursion."""
-    stack = [r for r in roots if _is_interior(r)]
+    """The recorded operations reachable from ``roots``, without recursion.
+
+    A node is a recorded operation exactly when it has operands (``_a`` is not None).
+    """
+    stack = [r for r in roots if r._a is not None]
     seen = set(stack)
     found = []
     push, mark, keep = stack.append, seen.add, found.append
@@ -819,12 +855,19 @@ def _reachable(roots: Sequence[Scalar]) -> list[Scalar]:
         node = stack.pop()
         keep(node)
         a = node._a
-        for p in (a if node._op.many else (a, node._b)):
-            if isinstance(p, Scalar):
-                op = p._op
-                if op is not None and op is not AccumulateGrad and p not in seen:
+        if node._op.many:
+            for p in a:
+                if p._a is not None and p not in seen:
                     mark(p)
                     push(p)
+            continue
+        if a._a is not None and a not in seen:
+            mark(a)
+            push(a)
+        b = node._b
+        if b is not None and type(b) is not float and b._a is not None and b not in seen:
+            mark(b)
+            push(b)
     return found
 
 
@@ -876,7 +919,8 @@ def _backward(roots: Sequence[Scalar], seeds: Sequence[float], retain_graph: boo
                 s = get(b)
                 grads[b] = gb if s is None else s + gb
     for leaf, g in grads.items():
-        _accumulate(leaf, g)
+        if leaf._op is AccumulateGrad:
+            _accumulate(leaf, g)
     if not retain_graph:
         for node in order:
             if node._op.saves:
@@ -914,6 +958,9 @@ def tensor(data: Any, requires_grad: bool = False) -> Tensor:
         return Scalar(value, op, None, None, None)
     if isinstance(data, (list, tuple)):
         values = [_number(x) for x in data]
+        if not values:
+            raise ValueError("tensor([]) is empty: a 1-D tensor of the protocol has at least one "
+                             "element")
         if all(v is not None for v in values):
             return _leaf_vector(values, op)
     raise TypeError("tensor() takes a number or a flat list of numbers, not "

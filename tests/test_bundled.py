@@ -39,7 +39,7 @@ def test_an_installed_wheel_carries_the_bank_the_reference_and_the_reports(tmp_p
     assert Path(reference) == site / "gradcheck" / "_reference"
     assert schema
     installed = sorted(p.relative_to(bank) for p in Path(bank).rglob("*.exercise.yaml"))
-    assert installed == sorted(p.relative_to(REPO / "exercises")
-                               for p in (REPO / "exercises").rglob("*.exercise.yaml"))
+    assert installed == sorted(p.relative_to(source / "exercises")
+                               for p in (source / "exercises").rglob("*.exercise.yaml"))
     assert installed
     assert (Path(reference) / "__init__.py").is_file()

@@ -1,6 +1,5 @@
 """The pytest plugin, run as graders and students run it: pytest in a subprocess."""
 
-import importlib.util
 import json
 import xml.etree.ElementTree as ET
 
@@ -12,9 +11,6 @@ from gradcheck.reports import WITHHELD
 from gradcheck.reports.gradescope import UNFINISHED
 
 pytest_plugins = ["pytester"]
-
-needs_grader = pytest.mark.skipif(importlib.util.find_spec("gradcheck.grader") is None,
-                                  reason="waits for gradcheck/grader.py (the lead's)")
 
 #: The hardened command of docs/grading.md (with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 set).
 HARDENED = ["-p", "gradcheck.plugin", "--noconftest", "-c", "/dev/null", "-p", "no:cacheprovider",
@@ -74,7 +70,6 @@ def test_strict_stops_the_run_at_a_broken_file_with_its_line(pytester, exercises
     result.assert_outcomes(errors=1)
 
 
-@needs_grader
 @pytest.mark.slow
 def test_torch_passes_every_item_and_the_results_file_matches(pytester, exercises):
     result = pytester.runpytest_subprocess("--submission", "torch", "--results-json",
@@ -86,7 +81,6 @@ def test_torch_passes_every_item_and_the_results_file_matches(pytester, exercise
     assert UNFINISHED not in data["output"]
 
 
-@needs_grader
 @pytest.mark.slow
 def test_failures_show_the_message_not_a_traceback_and_hidden_ones_nothing(pytester, exercises):
     (pytester.path / "engine.py").write_text(FLOAT32)
@@ -105,7 +99,6 @@ def test_failures_show_the_message_not_a_traceback_and_hidden_ones_nothing(pytes
     assert len(cases) == len(data["tests"]) == 4
 
 
-@needs_grader
 @pytest.mark.slow
 def test_a_broken_file_fails_alone_and_a_stopped_run_says_it_did_not_finish(pytester, exercises):
     (exercises / "broken.exercise.yaml").write_text(BROKEN)
@@ -123,7 +116,6 @@ def test_a_broken_file_fails_alone_and_a_stopped_run_says_it_did_not_finish(pyte
     assert data["output"].startswith(UNFINISHED) and len(data["tests"]) == 1
 
 
-@needs_grader
 @pytest.mark.slow
 def test_a_conftest_shipped_in_the_submission_changes_nothing_when_hardened(pytester,
                                                                              exercises,

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from gradcheck.exercise import SUFFIX, load_exercise, schema_comment
-from gradcheck.validate import domain_problems, file_problems, main, validate
+from gradcheck.validate import (agreement_problems, answer_problems, domain_problems,
+                                file_problems, main, validate)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
@@ -14,7 +15,9 @@ BANK = ROOT / "tests" / "data" / "bank"
 CHAIN_RULE = EXERCISES / "02-backward" / "chain-rule.exercise.yaml"
 
 
+@pytest.mark.slow
 def test_bundled_bank_has_no_problems():
+    """The bank's own validation, oracles included: what a bank must pass before publishing."""
     problems = validate([EXERCISES])
     assert problems == [], "\n".join(map(str, problems))
 
@@ -29,7 +32,7 @@ def test_main_prints_problems_and_fails(capsys):
 
 
 def test_main_passes_a_clean_bank(capsys):
-    assert main([str(EXERCISES)]) == 0
+    assert main(["--static", str(EXERCISES)]) == 0
     assert capsys.readouterr().out == ""
 
 
@@ -99,3 +102,55 @@ def test_domains_only_matter_to_a_sampled_check(tmp_path):
     assert domain_problems(load_exercise(path))
     path.write_text(text.replace("  sampled:\n    count: 20\n", ""))
     assert domain_problems(load_exercise(path)) == []
+
+
+# --- the oracles' checks ------------------------------------------------------------------------
+
+ABS = """\
+id: k
+title: K
+topic: t
+points: 1
+inputs:
+  x: {value: 1.0, domain: {low: -2, high: 2, avoid: [0]}}
+program: |
+  y = abs(x) * 3
+"""
+
+
+def _exercise(tmp_path: Path, text: str):
+    path = tmp_path / f"k{SUFFIX}"
+    path.write_text(text)
+    return load_exercise(path)
+
+
+def test_wrong_hand_answers_are_found_where_they_are_written(tmp_path):
+    exercise = _exercise(tmp_path, ABS + (
+        "checks:\n  answers:\n    cases:\n"
+        "      - {value: 3.0, grads: {x: 3.0}}\n"          # right: y = 3|x|, dy/dx = 3 at 1
+        "      - at: {x: -2.0}\n        value: 5.0\n"      # wrong: 6
+        "        grads: {x: 3.0}\n"))                      # wrong: -3
+    assert [(p.line, p.field, p.message) for p in answer_problems(exercise)] == [
+        (14, "checks.answers.cases[1].value", "y is 5.0 by hand, but the oracles give 6.0; "
+                                              "correct the answer (or the program)"),
+        (15, "checks.answers.cases[1].grads.x", "dy/dx is 3.0 by hand, but the oracles give "
+                                                "-3.0; correct the answer (or the program)")]
+
+
+def test_a_listed_point_where_oracles_disagree_is_shown(tmp_path):
+    text = ABS + "checks:\n  gradients:\n    points: [{x: 0.5}, {x: 0.0}]\n"
+    [problem] = agreement_problems(_exercise(tmp_path, text))
+    assert (problem.line, problem.field) == (11, "checks.gradients.points[1]")
+    assert problem.message.startswith("the oracles disagree (convention): dy/dx at x=0.0: "
+                                      "torch 0, jax 3")
+    # an exercise that says whose derivative it grades at the kink has nothing to fix
+    assert agreement_problems(_exercise(tmp_path, text + "convention: torch\n")) == []
+
+
+def test_sampling_into_a_domain_edge_is_shown(tmp_path):
+    text = ABS.replace("abs(x) * 3", "log(x)").replace("low: -2", "low: -1")
+    problems = agreement_problems(_exercise(tmp_path, text + "checks: {sampled: {count: 10}}\n"))
+    assert problems and all(p.field == "checks.sampled" for p in problems)
+    assert "(domain edge or pole)" in problems[0].message
+    fixed = text.replace("low: -1", "low: 0.5")
+    assert agreement_problems(_exercise(tmp_path, fixed + "checks: {sampled: {}}\n")) == []

@@ -43,8 +43,8 @@ class OracleResult:
     #: finite differences only: the plain central difference, to judge how well conditioned the
     #: chosen (more accurate) estimate is.
     central: dict[str, np.ndarray] | None = None
-    #: finite differences only: id of a node whose kink, pole or domain edge the stencil crosses
-    #: (-1 where none), so a disagreement there can be explained.
+    #: finite differences only: id of a node whose kink, pole or domain edge lies within the
+    #: stencils' reach (-1 where none), so that a disagreement there can be explained.
     crossing: dict[str, np.ndarray] | None = None
 
 

@@ -59,10 +59,10 @@ def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> Oracl
                 mark_central, mark_wide = rows.crossings(crit)
                 _first(cross_central[part], mark_central, node_id)
                 _first(cross_wide[part], mark_wide, node_id)
-    # The wide stencil is trusted unless it crosses something the central one does not.
-    use_central = (cross_wide >= 0) & (cross_central < 0)
-    chosen = np.where(use_central, central, accurate)
-    crossing = np.where(use_central, -1, cross_central)
+    # The wide stencil is trusted unless it crosses something the central one does not. Either
+    # way the nearest crossing is kept: a singularity near the central stencil spoils it too.
+    chosen = np.where((cross_wide >= 0) & (cross_central < 0), central, accurate)
+    crossing = np.where(cross_central >= 0, cross_central, cross_wide)
     assert value is not None
     return OracleResult(
         "fd", value.T if value.ndim == 2 else value,

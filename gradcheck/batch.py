@@ -1,0 +1,290 @@
+"""`gradcheck grade-batch`: a class's submissions, graded in parallel, gathered in a gradebook.
+
+Each submission is graded by its own `gradcheck grade` process (with its own sandboxed worker),
+`-j` at a time, so that nothing a submission does, not even a grader fault or a hang past every
+timeout, can reach another one: a process still running after `--submission-timeout` seconds is
+killed with everything it started, and the batch goes on. Each submission gets
+`OUT/<name>/results.json` (Gradescope's format, written as grading goes) and `grader.log` (what
+its grader printed); `OUT/gradebook.csv` has one row per submission, rewritten as each finishes.
+
+torch and jax answer the same for every submission, so they run once for the whole batch: without
+`--key`, an answer key is built first (`OUT/key.json`, see gradcheck/key.py) and every submission
+is graded with it and its seed. Without torch or jax installed, submissions are graded live.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradcheck import key as answer_key
+from gradcheck.bundled import bank_dir
+from gradcheck.exercise import Bank, load_bank
+from gradcheck.grader import GraderError
+from gradcheck.reports import atomic_write
+from gradcheck.reports.gradescope import write_results_json
+from gradcheck.results import GradeReport
+from gradcheck.score import total
+
+GRADEBOOK = "gradebook.csv"
+COLUMNS = ("submission", "score", "max", "status", "time")
+#: Exit status when some submission could not be graded (timeout, grader error or crash).
+NOT_ALL_GRADED = 1
+CANNOT_RUN = 2
+
+
+@dataclass
+class Row:
+    """One submission's line in the gradebook."""
+
+    submission: str
+    score: float
+    max: float
+    status: str  # graded | timeout | error | crashed
+    time: float
+    note: str = ""  # why it is not graded, for the progress line
+
+
+def submissions(folder: Path) -> list[Path]:
+    """Every `*.py` file and every subfolder of `folder`, hidden ones and caches left out."""
+    return sorted(path for path in folder.iterdir()
+                  if not path.name.startswith((".", "__"))
+                  and (path.is_dir() or path.suffix == ".py"))
+
+
+def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
+                key: Path | None, seed: int | None, timeout: float | None,
+                memory_mb: int | None, submission_timeout: float) -> list[Row]:
+    """Grade every submission in `folder`; return the gradebook's rows in submission order."""
+    bank = load_bank(exercises)
+    if not bank.exercises:
+        raise GraderError("no exercise to grade in " + ", ".join(map(str, exercises)))
+    max_score = total(exercise.points for exercise in bank.exercises)
+    key, seed = _answer_key(bank, out, exercises, key, seed)
+    entries = submissions(folder)
+    print(f"grading {len(entries)} submissions on {len(bank.exercises)} exercises, seed {seed}, "
+          f"{jobs} at a time" + (f", answer key {key}" if key else ", oracles live"),
+          file=sys.stderr)
+    command = [sys.executable, "-m", "gradcheck", "grade", "--quiet", "--seed", str(seed)]
+    for path in exercises:
+        command += ["--exercises", str(path)]
+    if key:
+        command += ["--key", str(key)]
+    if timeout:
+        command += ["--timeout", str(timeout)]
+    if memory_mb:
+        command += ["--memory-mb", str(memory_mb)]
+    rows: dict[str, Row] = {}
+    running = _Running()
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_grade_one, command, entry, out / entry.name, max_score,
+                                   submission_timeout, running) for entry in entries]
+            for done, future in enumerate(as_completed(futures), start=1):
+                row = future.result()
+                rows[row.submission] = row
+                _write_gradebook(out / GRADEBOOK, [rows[e.name] for e in entries
+                                                   if e.name in rows])
+                print(f"[{done}/{len(entries)}] {row.submission}: {row.score:g}/{row.max:g} "
+                      f"{row.status} in {row.time:.1f} s" + (f" ({row.note})" if row.note else ""),
+                      file=sys.stderr)
+    finally:
+        running.kill_all()  # only on an interruption: every process has ended otherwise
+    return [rows[entry.name] for entry in entries]
+
+
+def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
+                seed: int | None) -> tuple[Path | None, int]:
+    """The key to grade with and its seed: the given one, checked, or one built now."""
+    if key is not None:
+        loaded = answer_key.load(key)
+        if seed is not None and seed != loaded.seed:
+            raise GraderError(f"the answer key {key} was built with seed {loaded.seed}, not "
+                              f"{seed}; leave out --seed or build a key with seed {seed}")
+        for sentence in loaded.stale(bank):
+            print(f"warning: {sentence}: graded live, torch and jax imported by every grader; "
+                  "rebuild the key with `gradcheck key build`", file=sys.stderr)
+        return key, loaded.seed
+    seed = secrets.randbelow(2**32) if seed is None else seed
+    built = out / "key.json"
+    command = [sys.executable, "-m", "gradcheck", "key", "build", "--seed", str(seed),
+               "--out", str(built)]
+    for path in exercises:
+        command += ["--exercises", str(path)]
+    print("running torch and jax once for the whole batch: building an answer key",
+          file=sys.stderr)
+    built.unlink(missing_ok=True)
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if not built.is_file():  # torch or jax missing, or a fault: the graders run them themselves
+        print(f"{done.stderr.strip()}\nno answer key: every submission is graded live",
+              file=sys.stderr)
+        return None, seed
+    return built, seed
+
+
+class _Running:
+    """The graders running now, so that an interrupted batch leaves none behind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+
+    def add(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.add(proc)
+
+    def discard(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            for proc in self._procs:
+                _kill_group(proc)
+
+
+def _grade_one(command: list[str], submission: Path, folder: Path, max_score: float,
+               limit: float, running: _Running) -> Row:
+    """Grade one submission in its own `gradcheck grade` process, killed after `limit` s."""
+    folder.mkdir(parents=True, exist_ok=True)
+    results = folder / "results.json"
+    results.unlink(missing_ok=True)  # never read an earlier batch's file as this one's
+    started = time.monotonic()
+    with open(folder / "grader.log", "wb") as log:
+        proc = subprocess.Popen([*command, "--results-json", str(results), str(submission)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        running.add(proc)
+        try:
+            code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            code = None
+        finally:
+            running.discard(proc)
+    elapsed = time.monotonic() - started
+    row = Row(submission.name, 0.0, max_score, "graded", round(elapsed, 2))
+    if code is None:
+        row.status, row.note = "timeout", f"stopped after {limit:g} s"
+    elif code != 0:
+        row.status = "error" if code == CANNOT_RUN else "crashed"
+        row.note = _last_line(folder / "grader.log") or f"exit status {code}"
+    if results.is_file():
+        row.score = _score(results)
+    else:
+        why = row.note or "the grader wrote no results"
+        report = GradeReport(submission=submission.name, seed=0)
+        write_results_json(report, results, incomplete=f"The grader did not finish: {why}.")
+    return row
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a grader and its process group; its worker dies with it (PR_SET_PDEATHSIG)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _score(results: Path) -> float:
+    try:
+        return float(json.loads(results.read_text())["score"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _last_line(log: Path) -> str:
+    lines = log.read_text(errors="replace").strip().splitlines()
+    return lines[-1][:300] if lines else ""
+
+
+def _write_gradebook(path: Path, rows: list[Row]) -> None:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow([row.submission, f"{row.score:g}", f"{row.max:g}", row.status,
+                         f"{row.time:.2f}"])
+    atomic_write(path, buffer.getvalue())
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """`gradcheck grade-batch`."""
+    p = subparsers.add_parser(
+        "grade-batch", help="grade every submission in a folder, in parallel",
+        description="Grade each *.py file and each subfolder (a package) of SUBMISSIONS_DIR as "
+                    "one submission, JOBS at a time; write OUT/<submission>/results.json and "
+                    "OUT/gradebook.csv (submission, score, max, status, time). Status is graded, "
+                    "timeout, error (the grader could not run) or crashed.")
+    p.add_argument("folder", metavar="SUBMISSIONS_DIR", type=Path)
+    p.add_argument("-j", "--jobs", type=_count, default=len(os.sched_getaffinity(0)),
+                   help="submissions graded at once (default: the number of CPUs)")
+    p.add_argument("--out", metavar="DIR", type=Path, required=True,
+                   help="where the results and the gradebook go")
+    p.add_argument("--key", metavar="FILE", type=Path,
+                   help="an answer key (default: one is built for the batch in OUT/key.json)")
+    p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
+                   help="exercise files or folders (repeatable; default: the bundled bank)")
+    p.add_argument("--seed", type=int, help="the seed of sampled points (default: the key's, or "
+                                            "a new one)")
+    p.add_argument("--timeout", metavar="S", type=float,
+                   help="seconds per exercise, unless an exercise says")
+    p.add_argument("--memory-mb", metavar="MB", type=int, help="memory limit of each worker")
+    p.add_argument("--submission-timeout", metavar="S", type=float, default=900.0,
+                   help="kill a submission's grading after S seconds (default 900)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the batch: 0 when every submission was graded, 1 when some were not, 2 on bad input."""
+    problem = _argument_problem(args)
+    if problem:
+        print(f"gradcheck grade-batch: {problem}", file=sys.stderr)
+        return CANNOT_RUN
+    try:
+        rows = grade_batch(args.folder, args.out, jobs=args.jobs,
+                           exercises=args.exercises or [bank_dir()], key=args.key,
+                           seed=args.seed, timeout=args.timeout, memory_mb=args.memory_mb,
+                           submission_timeout=args.submission_timeout)
+    except GraderError as error:
+        print(f"gradcheck grade-batch: {error}", file=sys.stderr)
+        return CANNOT_RUN
+    print(f"wrote {args.out / GRADEBOOK}: {len(rows)} submissions, "
+          f"{sum(row.status == 'graded' for row in rows)} graded", file=sys.stderr)
+    return 0 if all(row.status == "graded" for row in rows) else NOT_ALL_GRADED
+
+
+def _argument_problem(args: argparse.Namespace) -> str:
+    if not args.folder.is_dir():
+        return f"{args.folder}: no such folder of submissions"
+    for path in args.exercises or []:
+        if not path.exists():
+            return f"--exercises {path}: no such file or folder"
+    if args.key is not None and not args.key.is_file():
+        return f"--key {args.key}: no such file"
+    if args.out.resolve().is_relative_to(args.folder.resolve()):
+        return f"--out {args.out} is inside {args.folder}: its folders would be graded next time"
+    return ""
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of jobs >= 1")
+    return value

@@ -1,0 +1,155 @@
+"""Feedback names the faulty operation: a catalogue of single-bug engines, graded for real.
+
+Each engine is the reference engine with one mutation (tests/engines/mutant.py), run in the
+sandboxed worker by the real grader against torch; the first line of the failing check's message
+must name the operation the bug is in (torch's grad_fn name and the expression it came from).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from gradcheck import localise, probe, torch_engine
+from gradcheck.compare import Tolerance
+from gradcheck.exercise import load_exercise
+from gradcheck.grader import Grader
+from gradcheck.program import parse
+from gradcheck.walk import walk
+
+ENGINES = Path(__file__).parent / "engines"
+TOLERANCE = Tolerance(atol=1e-12, rtol=1e-9)
+
+# mutation, program, inputs, what the first line of the feedback must contain
+CATALOGUE = [
+    ("add", "y = x * w\nz = y + w * w", {"x": 1.5, "w": -0.5}, ["AddBackward0", "`y + w * w`"]),
+    ("sub", "y = x.exp()\nz = y - x * x", {"x": 0.5}, ["SubBackward0", "`y - x * x`"]),
+    ("rsub", "z = 2 - x.exp()", {"x": 0.5}, ["RsubBackward1", "`2 - x.exp()`"]),
+    ("mul", "y = x * w\nz = y.tanh()", {"x": 0.7, "w": -1.2}, ["MulBackward0", "`x * w`"]),
+    ("div", "y = x / w\nz = y.sin()", {"x": 0.7, "w": 1.3}, ["DivBackward0", "`x / w`"]),
+    # torch computes 2 / x as x.reciprocal() * 2, so its grad_fn is MulBackward0
+    ("reciprocal", "y = 2 / x\nz = y * y", {"x": 0.8}, ["MulBackward0", "`2 / x`"]),
+    ("neg", "y = -x\nz = y.exp()", {"x": 0.3}, ["NegBackward0", "`-x`"]),
+    ("pow", "y = x ** 3\nz = y + x", {"x": 0.8}, ["PowBackward0", "`x ** 3`"]),
+    ("pow_tensor", "z = x ** w", {"x": 1.5, "w": 2.5}, ["PowBackward1", "`x ** w`"]),
+    ("pow_base", "y = 2 ** x\nz = y * x", {"x": 0.4}, ["PowBackward2", "`2 ** x`"]),
+    ("exp", "y = x.exp()\nz = 3 * y", {"x": 0.4}, ["ExpBackward0", "`x.exp()`"]),
+    ("log", "y = x.log()\nz = 3 * y", {"x": 1.7}, ["LogBackward0", "`x.log()`"]),
+    ("tanh", "y = x.tanh()\nz = 3 * y", {"x": 0.4}, ["TanhBackward0", "`x.tanh()`"]),
+    ("sigmoid", "y = x.sigmoid()\nz = 3 * y", {"x": 0.3}, ["SigmoidBackward0", "`x.sigmoid()`"]),
+    ("relu", "y = x.relu()\nz = 3 * y", {"x": 0.9}, ["ReluBackward0", "`x.relu()`"]),
+    ("sin", "y = x.sin()\nz = 3 * y", {"x": 0.6}, ["SinBackward0", "`x.sin()`"]),
+    ("cos", "y = x.cos()\nz = 3 * y", {"x": 0.6}, ["CosBackward0", "`x.cos()`"]),
+    ("sqrt", "y = x.sqrt()\nz = 3 * y", {"x": 2.0}, ["SqrtBackward0", "`x.sqrt()`"]),
+    ("abs", "y = x.abs()\nz = 3 * y", {"x": -1.5}, ["AbsBackward0", "`x.abs()`"]),
+    ("sum", "s = v.sum()\nz = s * s", {"v": [0.5, 1.0, -2.0]}, ["SumBackward0", "`v.sum()`"]),
+    ("mean", "m = (v * v).mean()\nz = m + 1", {"v": [0.5, 1.0, -2.0]},
+     ["MeanBackward0", "`(v * v).mean()`"]),
+    ("select", "z = v[1] * 3", {"v": [0.5, 1.0, -2.0]}, ["SelectBackward0", "`v[1]`"]),
+    ("overwrite", "L = a * b + b ** 2", {"a": 2.0, "b": 4.0}, ["did not add up", "reach b"]),
+    ("sigmoid_forward", "y = x.sigmoid()\nz = 3 * y", {"x": 0.3},
+     ["the forward of `x.sigmoid()`", "SigmoidBackward0"]),
+]
+
+
+def exercise_file(folder: Path, program: str, inputs: dict) -> Path:
+    lines = ["id: one-bug", "title: One bug", "topic: feedback", "points: 1", "inputs:"]
+    lines += [f"  {name}: {{value: {value}}}" for name, value in inputs.items()]
+    lines += ["program: |", *(f"  {line}" for line in program.splitlines())]
+    lines += ["checks:", "  gradients:", "    oracles: [torch]"]
+    path = folder / "one-bug.exercise.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def submission(folder: Path, *mutations: str) -> Path:
+    """A submission file: the reference engine with `mutations` (see tests/engines/mutant.py)."""
+    path = folder / f"engine_{'_'.join(mutations)}.py"
+    path.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom mutant import load\n"
+                    f"_engine = load(*{mutations!r})\n"
+                    "tensor, no_grad = _engine.tensor, _engine.no_grad\n")
+    return path
+
+
+def graded(folder: Path, engine: Path, program: str, inputs: dict) -> str:
+    """The message of the gradients check, graded through the sandboxed worker."""
+    exercise = load_exercise(exercise_file(folder, program, inputs))
+    with Grader(engine, seed=1) as grader:
+        [result] = grader.grade_exercise(exercise)
+    assert result.status == "failed", result.message
+    return result.message
+
+
+@pytest.mark.parametrize("mutation, program, inputs, named", CATALOGUE,
+                         ids=[entry[0] for entry in CATALOGUE])
+def test_the_first_line_names_the_faulty_operation(tmp_path, mutation, program, inputs, named):
+    message = graded(tmp_path, submission(tmp_path, mutation), program, inputs)
+    first = message.splitlines()[0]
+    for text in named:
+        assert text in first, message
+    # the plain comparison follows the finding
+    assert "expected" in message.splitlines()[-1]
+
+
+def test_the_message_gives_the_slope_and_what_should_arrive(tmp_path):
+    # z = 2y + 1 with y = x**2 at x = 3; MulBackward0 sends y its own value (9) instead of 2.
+    message = graded(tmp_path, submission(tmp_path, "mul"), "y = x ** 2\nz = 2 * y + 1",
+                     {"x": 3.0})
+    first, second = message.splitlines()[:2]
+    assert first == ("At x=3.0, the backward of `2 * y` (MulBackward0, line 2) passed 9.0 to y; "
+                     "it should pass 2.0.")
+    assert "the local slope of 2 * y with respect to y is 2.0" in second
+    assert "y should receive 2.0 × 1.0 = 2.0" in second
+
+
+def test_overwritten_gradients_name_what_was_kept(tmp_path):
+    message = graded(tmp_path, submission(tmp_path, "overwrite"), "L = a * b + b ** 2",
+                     {"a": 2.0, "b": 4.0})
+    # dL/db = a + 2b = 10 by hand; the engine keeps only one of the two contributions.
+    assert "should get their sum, 10.0" in message
+    assert "(+=)" in message
+
+
+def test_without_retain_grad_each_operation_runs_alone(tmp_path):
+    message = graded(tmp_path, submission(tmp_path, "mul", "no_retain_grad"),
+                     "y = x ** 2\nz = 2 * y + 1", {"x": 3.0})
+    first = message.splitlines()[0]
+    assert "the backward of `2 * y` (MulBackward0, line 2), run on its own" in first
+    assert "retain_grad() does not work" in message
+
+
+def test_without_retain_grad_a_combination_bug_is_named_as_such(tmp_path):
+    message = graded(tmp_path, submission(tmp_path, "overwrite", "no_retain_grad"),
+                     "L = a * b + b ** 2", {"a": 2.0, "b": 4.0})
+    assert "how backward() combines them" in message.splitlines()[0]
+
+
+def test_a_node_that_passes_on_its_gradient_too_early_is_named(tmp_path):
+    # recursive_backward passes on a node's whole gradient so far each time some arrives: y,
+    # used twice by z, is right, but x receives y's first share twice.
+    message = graded(tmp_path, ENGINES / "recursive_backward.py", "y = x.exp()\nz = y * y",
+                     {"x": 0.5})
+    first = message.splitlines()[0]
+    assert "the backward of `x.exp()` (ExpBackward0, line 1)" in first
+    assert "before all of its gradient had arrived" in message
+
+
+def test_a_correct_engine_gets_no_finding():
+    program = parse("L = a * b + b ** 2", {"a": None, "b": None})
+    point = {"a": 2.0, "b": 4.0}
+
+    def ask(request):  # torch itself, in this process, through the same probe
+        return probe.handle(torch_engine, request)
+
+    assert localise.locate(program, point, ["a", "b"], ask, TOLERANCE) is None
+
+
+def test_operations_run_alone_agree_with_torch_on_torch():
+    # The request that runs operations alone gives, on torch, torch's own per-edge numbers.
+    program = parse("y = v * x\nz = (y * y).mean() + v[1] + 2 / x", {"x": None, "v": 3})
+    truth = walk(program, {"x": 2.0, "v": [1.0, -2.0, 3.0]}, ["x", "v"])
+    nodes = [c for c in truth.backward_order() if truth.edges(c)]
+    reply = probe.handle(torch_engine, localise.alone_request(truth, nodes))
+    assert reply["error"] is None
+    for c, step in zip(nodes, reply["steps"]):
+        assert step["error"] is None
+        assert len(step["observed"]) == len(truth.edges(c))

@@ -1,0 +1,288 @@
+"""The worker sandbox with real subprocess workers and real misbehaving engines (tests/engines/).
+
+Each fault loses only the request it happened in, is named in plain words, leaves no process
+behind, and the next request gets a fresh worker. Correct answers come from torch, live.
+"""
+
+import math
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy.testing
+import pytest
+
+from gradcheck import probe, torch_engine
+from gradcheck.program import parse
+from gradcheck.sandbox import Failure, Worker, _members
+
+ENGINES = Path(__file__).parent / "engines"
+MUL_EXP = parse("z = x * y + x.exp()", {"x": None, "y": None}).spec()
+ADD_EXP = parse("z = x + y + x.exp()", {"x": None, "y": None}).spec()
+POINTS = [{"x": 1.0, "y": 2.0}, {"x": -0.5, "y": 3.0}]
+INSPECT = {"kind": "inspect"}
+
+
+def gradients(spec: dict) -> dict:
+    return {"kind": "gradients", "program": spec, "points": POINTS, "requires_grad": ["x", "y"]}
+
+
+def torch_reply(request: dict) -> dict:
+    """torch's answer, in the grader's process, through the same probe."""
+    return probe.handle(torch_engine, request)
+
+
+def worker(name: str, **limits) -> Worker:
+    options = {"import_timeout": 3, "memory_mb": 256, "max_tasks": 32, **limits}
+    return Worker(ENGINES / f"{name}.py", **options)
+
+
+def test_a_correct_engine_answers_what_torch_answers():
+    with worker("tiny") as w:
+        for spec in (MUL_EXP, ADD_EXP):
+            reply = w.request(gradients(spec), timeout=5)
+            expected = torch_reply(gradients(spec))
+            for got, want in zip(reply["results"], expected["results"]):
+                assert got["error"] is None
+                assert got["value"] == pytest.approx(want["value"], rel=1e-12)
+                assert got["grads"] == pytest.approx(want["grads"], rel=1e-12)
+        assert w.starts == 1  # one worker answered every request
+
+
+def test_a_package_is_imported_with_its_relative_imports():
+    with Worker(ENGINES / "packaged") as w:
+        reply = w.request(gradients(ADD_EXP), timeout=5)
+    for got, want in zip(reply["results"], torch_reply(gradients(ADD_EXP))["results"]):
+        assert got["grads"] == pytest.approx(want["grads"], rel=1e-12)
+
+
+FAULTS = [
+    # engine, extra Worker options, timeout, kind, message
+    ("hang_forward", {}, 2, "timeout", "timed out after 2 s in the forward pass"),
+    ("hang_backward", {}, 2, "timeout", "timed out after 2 s in backward()"),
+    ("os_exit", {}, 5, "exit", "the engine exited with code 3 in backward()"),
+    ("sys_exit", {}, 5, "exit", "the engine called sys.exit(3) in backward()"),
+    ("keyboard_interrupt", {}, 5, "raised", "the engine raised KeyboardInterrupt in backward()"),
+    ("base_exception", {}, 5, "raised", "the engine raised Escape in the forward pass"),
+    ("segfault", {}, 5, "signal", "the engine crashed with signal SIGSEGV in backward()"),
+    ("memory_hog", {}, 10, "memory", "the engine ran out of memory (limit 256 MB) in backward()"),
+    ("memory_hog_shared", {}, 10, "memory",
+     "the engine ran out of memory (limit 256 MB) in backward()"),
+    ("output_flood", {}, 10, "output", "the engine printed more than 1 MB in backward()"),
+    ("fork_flood", {}, 10, "tasks", "the engine started more than 32 processes or threads"),
+    ("thread_flood", {"memory_mb": 1024}, 10, "tasks",
+     "the engine started more than 32 processes or threads in the forward pass"),
+    ("forge", {}, 5, "protocol", "the engine sent a malformed reply"),
+    ("garbage", {}, 5, "protocol",
+     "the engine wrote garbage to the grader's channel in backward()"),
+]
+
+
+@pytest.mark.parametrize("name, options, timeout, kind, message", FAULTS,
+                         ids=[fault[0] for fault in FAULTS])
+def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kind, message):
+    with worker(name, **options) as w:
+        assert w.request(INSPECT, timeout=5)["missing"] == ["select"]
+        first = w.pid
+        start = time.monotonic()
+        failure = w.request(gradients(MUL_EXP), timeout=timeout)
+        elapsed = time.monotonic() - start
+        assert isinstance(failure, Failure)
+        assert (failure.kind, failure.message[:len(message)]) == (kind, message)
+        assert elapsed < (timeout + 2 if kind == "timeout" else 3)
+        assert _members(first) == []  # nothing of the old worker survives
+        assert w.request(INSPECT, timeout=5)["missing"] == ["select"]
+        assert w.starts == 2 and w.pid != first
+
+
+def test_a_submission_that_cannot_be_imported_gets_its_traceback_every_time():
+    with worker("import_error") as w:
+        failure = w.request(gradients(MUL_EXP), timeout=5)
+        assert failure.kind == "import"
+        assert failure.message == ("the submission could not be imported: ValueError: the "
+                                   "table of derivatives is empty")
+        assert failure.detail.startswith("Traceback (most recent call last):\n  File \"")
+        assert 'import_error.py", line 9, in _load_table' in failure.detail
+        assert "gradcheck" not in failure.detail  # the worker's own frames are left out
+        assert w.request(INSPECT, timeout=5) == failure
+        assert w.starts == 1  # not retried
+
+
+def test_a_syntax_error_is_an_import_failure_with_its_line():
+    with worker("syntax_error") as w:
+        failure = w.request(INSPECT, timeout=5)
+        assert failure.kind == "import"
+        assert failure.message.startswith("the submission could not be imported: SyntaxError:")
+        assert 'syntax_error.py", line 4' in failure.detail
+
+
+def test_a_hang_in_import_times_out_once():
+    with worker("hang_import", import_timeout=2) as w:
+        start = time.monotonic()
+        failure = w.request(INSPECT, timeout=5)
+        assert failure.message == "timed out after 2 s while importing the submission"
+        assert w.request(INSPECT, timeout=5) is failure
+        assert time.monotonic() - start < 4
+
+
+def test_a_missing_file_is_an_import_failure():
+    with Worker(ENGINES / "no_such_engine.py") as w:
+        failure = w.request(INSPECT, timeout=5)
+        assert failure.kind == "import"
+        assert "no_such_engine.py is not a .py file" in failure.message
+
+
+def test_output_is_captured_per_request_and_kept():
+    with worker("chatty") as w:
+        for _ in range(3):
+            assert w.request(gradients(ADD_EXP), timeout=5)["results"][0]["error"] is None
+        assert w.output == "\n".join(["--- stdout ---\n" + "backward called\n" * 6,
+                                      "--- stderr ---\n" + "a word on stderr\n" * 6])
+        assert w.dropped == 0
+
+
+def test_an_output_flood_is_truncated_and_counted():
+    with worker("output_flood", keep_output=1000) as w:
+        w.request(gradients(ADD_EXP), timeout=10)
+        assert w.output.startswith("--- stdout ---\nflood flood")
+        assert len(w.output) < 2200
+        assert w.dropped > 1_000_000
+        assert f"[gradcheck dropped {w.dropped} more bytes of output]" in w.output
+
+
+def test_the_cpu_limit_stops_a_spinning_worker():
+    with worker("hang_forward", cpu_seconds=1) as w:
+        failure = w.request(gradients(ADD_EXP), timeout=20)
+        assert failure.kind == "cpu"
+        assert failure.message == "the engine used more than 1 s of CPU time in the forward pass"
+
+
+def test_an_engines_values_are_plain_floats_whatever_the_floats_claim():
+    with worker("lying_floats") as w:
+        reply = w.request(gradients(MUL_EXP), timeout=5)
+    truth = torch_reply(gradients(MUL_EXP))
+    for got, want in zip(reply["results"], truth["results"]):
+        assert type(got["value"]) is float
+        assert got["value"] == want["value"] + 1.0  # what the float stores, not what it claims
+        assert got["grads"]["x"] != want["grads"]["x"]
+
+
+def test_a_grad_left_as_a_string_is_a_protocol_error():
+    with worker("string_grads") as w:
+        result = w.request(gradients(MUL_EXP), timeout=5)["results"][0]
+    assert result["grads"] == {"x": None, "y": None}
+    assert result["error"]["type"] == "ProtocolError"
+    assert result["error"]["message"].startswith("backward left x.grad as a str")
+    assert result["error"]["phase"] == "read"
+
+
+def test_a_raising_tolist_is_an_error_of_the_point():
+    with worker("tolist_raises") as w:
+        result = w.request(gradients(MUL_EXP), timeout=5)["results"][0]
+    assert result["error"] == {"type": "ValueError", "message": "no list for you",
+                               "phase": "read"}
+
+
+def test_a_wrong_derivative_shows_only_where_it_is_used():
+    with worker("wrong_mul") as w:
+        wrong = w.request(gradients(MUL_EXP), timeout=5)["results"]
+        right = w.request(gradients(ADD_EXP), timeout=5)["results"]
+    assert [r["grads"] for r in right] == pytest.approx(
+        [r["grads"] for r in torch_reply(gradients(ADD_EXP))["results"]], rel=1e-12)
+    truth = torch_reply(gradients(MUL_EXP))["results"]
+    assert [r["grads"]["y"] for r in wrong] != pytest.approx([r["grads"]["y"] for r in truth])
+
+
+def test_a_missing_operation_is_named_and_costs_only_programs_that_use_it():
+    uses_tanh = parse("z = x.tanh() + y", {"x": None, "y": None}).spec()
+    with worker("no_tanh") as w:
+        inspected = w.request(INSPECT, timeout=5)
+        assert inspected["missing"] == ["tanh", "select"]
+        assert inspected["details"]["tanh"] == "tensors made by tensor(1.0) have no tanh"
+        failed = w.request(gradients(uses_tanh), timeout=5)["results"][0]["error"]
+        assert (failed["type"], failed["phase"]) == ("AttributeError", "forward")
+        assert all(r["error"] is None for r in w.request(gradients(ADD_EXP), timeout=5)["results"])
+
+
+def test_monkeypatching_comparison_helpers_in_the_worker_changes_nothing_here():
+    with worker("monkeypatch") as w:
+        got = w.request(gradients(MUL_EXP), timeout=5)["results"][0]["grads"]["x"]
+    want = torch_reply(gradients(MUL_EXP))["results"][0]["grads"]["x"]
+    assert got == 2 * want  # the worker sends what the engine computed
+    assert not math.isclose(got, want)
+    with pytest.raises(AssertionError):
+        numpy.testing.assert_allclose(got, want)
+    assert got != pytest.approx(want)
+    assert abs(-1.0) == 1.0
+
+
+def test_the_worker_sees_a_minimal_world():
+    with worker("env_report") as w:
+        w.request(INSPECT, timeout=5)
+        home = w._home
+        report = __import__("json").loads(w.output.splitlines()[1])
+    assert report["cwd"] == str(home)
+    assert report["env"] == ["HOME", "LANG", "PATH", "PYTHONHASHSEED", "TMPDIR"]
+    assert report["path"][-1] == str(ENGINES)  # helpers beside it import; it shadows nothing
+    assert str(ENGINES) not in report["path"][:-1]
+    assert report["hash_randomization"] == 0
+    assert report["stdin"] == ""
+    heavy = {"numpy", "torch", "jax", "hypothesis", "pytest", "gradcheck.compare",
+             "gradcheck.oracles", "gradcheck.check"}
+    assert heavy.isdisjoint(report["modules"])
+
+
+def test_a_request_with_anything_but_a_program_and_inputs_is_refused_before_sending():
+    request = {**gradients(MUL_EXP), "answers": [{"x": 12.0}]}
+    with worker("tiny") as w:
+        with pytest.raises(probe.RequestError, match="keys"):
+            w.request(request, timeout=5)
+        assert w.starts == 0
+
+
+def test_the_worker_dies_with_the_grader(tmp_path):
+    script = textwrap.dedent(f"""
+        import os
+        from gradcheck.sandbox import Worker
+        w = Worker({str(ENGINES / 'tiny.py')!r})
+        w.request({{"kind": "inspect"}}, timeout=5)
+        print(w.pid, flush=True)
+        os._exit(0)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=30, check=True)
+    pid = int(out.stdout)
+    for _ in range(100):
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_close_leaves_no_process_and_no_files():
+    w = worker("fork_flood", max_tasks=1000)
+    reply = w.request(gradients(ADD_EXP), timeout=10)
+    assert reply["results"][0]["error"] is None
+    pid, folder = w.pid, w._dir
+    assert len(_members(pid)) > 100  # the children, some in sessions of their own
+    w.close()
+    assert _members(pid) == []
+    assert not folder.exists()
+
+
+@pytest.mark.slow
+def test_torch_itself_runs_as_a_submission():
+    path = Path(torch_engine.__file__)
+    with Worker(path, memory_mb=1024) as w:
+        for request in (gradients(MUL_EXP), INSPECT):
+            assert w.request(request, timeout=60) == torch_reply(request)
