@@ -2,6 +2,10 @@
 
 __version__ = "0.1.0"
 
-from gradcheck.check import check  # noqa: E402  (the library API)
+# Imported eagerly, not through a module __getattr__: the function shares its name with the
+# submodule gradcheck.check, and importing that submodule anywhere would otherwise rebind
+# `gradcheck.check` to the module. It is cheap: gradcheck.check defers numpy, hypothesis and the
+# oracles until a check runs.
+from gradcheck.check import check  # noqa: E402
 
 __all__ = ["check"]

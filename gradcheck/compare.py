@@ -30,9 +30,11 @@ KINK = "kink"
 CONVENTION = "convention"
 EDGE = "domain edge or pole"
 ILL = "ill-conditioning"
-_REASONS = ("", KINK, CONVENTION, EDGE, ILL)  # codes 0..4 in the arrays below
+_REASONS = ("", KINK, CONVENTION, EDGE, ILL)  # indexed by the codes kept in the arrays below
+_AGREED, _KINK, _CONVENTION, _EDGE, _ILL = range(len(_REASONS))
 ORACLE_LABELS = {"fd": "finite differences", "torch": "torch", "jax": "jax"}
 _ORDER = ("torch", "jax", "fd")
+_SHOWN_ELEMENTS = 6  # of a 1-D input, in a point's description
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class Quantity:
     expected: np.ndarray
     tolerance: Tolerance
     graded: np.ndarray  # bool
-    reason: np.ndarray  # int codes into _REASONS, 0 where the oracles agree
+    reason: np.ndarray  # codes into _REASONS, _AGREED where the oracles agree
     by_convention: np.ndarray  # bool: graded against `convention` although the oracles differ
     crossing: np.ndarray | None = None  # fd: node whose kink or edge the stencil crosses, or -1
 
@@ -120,7 +122,7 @@ class Agreement:
         """Every value where the oracles disagree, classified, in point order."""
         found = []
         for q in self.quantities:
-            for i, e in np.argwhere(q.reason > 0):
+            for i, e in np.argwhere(q.reason != _AGREED):
                 found.append(Disagreement(
                     int(i), q.element_label(int(e)), _REASONS[q.reason[i, e]],
                     {k: float(v[i, e]) for k, v in q.estimates.items()},
@@ -194,10 +196,10 @@ def _judge_value(name: str, size: int | None, values: dict[str, np.ndarray],
     first = next(iter(values.values()))
     finite = np.all([np.isfinite(v) for v in values.values()], axis=0)
     agreed = np.all([tolerance.analytic.agree(first, v) for v in values.values()], axis=0)
-    reason = np.where(agreed, 0, np.where(finite, 4, 3)).astype(np.int8)
+    reason = np.where(agreed, _AGREED, np.where(finite, _ILL, _EDGE)).astype(np.int8)
     source = next(k for k in ("torch", "jax", "numpy") if k in values)
     return Quantity("value", name, size, True, values, values[source], tolerance.analytic,
-                    reason == 0, reason, np.zeros(first.shape, bool))
+                    reason == _AGREED, reason, np.zeros(first.shape, bool))
 
 
 def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, OracleResult],
@@ -212,9 +214,9 @@ def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, Or
     # Non-finite answers are an agreement only if every oracle gives the same one and an analytic
     # oracle is among them (finite differences alone cannot tell a pole from noise).
     settled = np.all([same(every[0], v) for v in every], axis=0) & bool(analytic)
-    reason[~finite & ~settled] = 3
+    reason[~finite & ~settled] = _EDGE
     if len(analytic) == 2:
-        reason[finite & ~tolerance.analytic.agree(*analytic)] = 2
+        reason[finite & ~tolerance.analytic.agree(*analytic)] = _CONVENTION
     crossing = None
     if fd is not None:
         assert fd.central is not None and fd.crossing is not None
@@ -225,27 +227,27 @@ def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, Or
             suspect = ~tolerance.fd.agree(estimate, analytic[0])
         else:
             suspect = (crossing >= 0) | unstable
-        suspect &= finite & (reason == 0)
+        suspect &= finite & (reason == _AGREED)
         crossed = crossing >= 0
         at_kink = kinks[np.maximum(crossing, 0)] & crossed
-        reason[suspect & at_kink] = 1
-        reason[suspect & crossed & ~at_kink] = 3
-        reason[suspect & ~crossed & unstable] = 4
+        reason[suspect & at_kink] = _KINK
+        reason[suspect & crossed & ~at_kink] = _EDGE
+        reason[suspect & ~crossed & unstable] = _ILL
         # finite differences disagree with the analytic oracles, which agree: a kink or a jump
-        reason[suspect & ~crossed & ~unstable] = 1
+        reason[suspect & ~crossed & ~unstable] = _KINK
     source = next(k for k in ("torch", "jax", "fd") if k in estimates)
     tol = tolerance.fd if source == "fd" else tolerance.analytic
     out = program.output_name
     label = f"d{out}/d{name}" if program.nodes[program.output].size is None else \
         f"d(sum of {out})/d{name}"
     return Quantity(name, label, program.inputs[name], reached, estimates, estimates[source], tol,
-                    reason == 0, reason, np.zeros(shape, bool), crossing)
+                    reason == _AGREED, reason, np.zeros(shape, bool), crossing)
 
 
 def _by_convention(q: Quantity, convention: str, tolerance: Tolerances) -> None:
     """Grade the values where the oracles differ against `convention`'s own answer."""
     chosen = q.estimates[convention]
-    q.by_convention = q.reason > 0
+    q.by_convention = q.reason != _AGREED
     q.expected = np.where(q.by_convention, chosen, q.expected)
     q.graded = np.ones(q.graded.shape, bool)
     q.tolerance = tolerance.analytic
@@ -501,14 +503,20 @@ def _author_notes(agreement: Agreement, disagreements: list[Disagreement],
 
 
 def format_point(program: Program, batch: Mapping[str, np.ndarray], i: int) -> str:
-    """`x=1.5, v=[1.0, 2.0]`: exact (shortest round-trip) values, to reproduce the point."""
+    """`x=1.5, v=[1.0, 2.0]`: exact (shortest round-trip) values, to reproduce the point; a long
+    1-D value shows its first elements only."""
     if not batch:
         return f"point {i}"
     parts = []
     for name in program.inputs:
         v = batch[name][i]
-        parts.append(f"{name}={float(v)!r}" if np.ndim(v) == 0
-                     else f"{name}=[{', '.join(repr(float(x)) for x in v)}]")
+        if np.ndim(v) == 0:
+            parts.append(f"{name}={float(v)!r}")
+            continue
+        shown = [repr(float(x)) for x in v[:_SHOWN_ELEMENTS]]
+        if len(v) > _SHOWN_ELEMENTS:
+            shown.append(f"... ({len(v)} values)")
+        parts.append(f"{name}=[{', '.join(shown)}]")
     return ", ".join(parts)
 
 

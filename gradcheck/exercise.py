@@ -76,6 +76,13 @@ NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
+def _hundredths(points: float) -> float:
+    if abs(points * 100 - round(points * 100)) > 1e-6:
+        raise PydanticCustomError("hundredths", f"{points} is finer than a hundredth of a point; "
+                                                "round it to two decimals")
+    return points
+
+
 def _is_number(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -351,8 +358,8 @@ class Exercise(_Model):
     """Shown to students."""
     topic: str = Field(min_length=1)
     """The course module, such as 02-backward."""
-    points: Positive
-    """What the exercise is worth; split across its checks by weight."""
+    points: Annotated[Positive, AfterValidator(_hundredths)]
+    """What the exercise is worth, in hundredths at most; split across its checks by weight."""
     hint: str = ""
     """Shown to students when a check fails."""
     visibility: Visibility = "visible"

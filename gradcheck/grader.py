@@ -8,6 +8,7 @@ the numbers the worker sent.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import secrets
@@ -79,20 +80,31 @@ class Grader:
     def close(self) -> None:
         self.worker.close()
 
+    @property
+    def import_error(self) -> str:
+        """Why the submission could not be imported (its traceback), or ''."""
+        failure = self.worker.import_failure
+        return (failure.detail or failure.message) if failure is not None else ""
+
+    @property
+    def output(self) -> str:
+        """What the submission printed so far, truncated."""
+        return self.worker.output
+
     # --- one exercise ---------------------------------------------------------------------------
 
     def grade_exercise(self, exercise: Exercise) -> list[CheckResult]:
         """One result per check of `exercise`; a fault costs only the checks it touches."""
         shares = score.check_points(exercise)
-        deadline = time.monotonic() + (self.timeout or exercise.timeout)
-        absent = self._absent_operations(exercise, deadline)
+        budget = _Budget(self.timeout or exercise.timeout)
+        absent = self._absent_operations(exercise, budget)
         results = []
         for name, max_score in shares.items():
             started = time.monotonic()
             if absent:
                 status, message, notes = "failed", absent, []
             else:
-                status, message, notes = self._run_check(exercise, name, deadline)
+                status, message, notes = self._run_check(exercise, name, budget)
             results.append(CheckResult(
                 exercise_id=exercise.id, check=name,
                 title=f"{exercise.title}: {CHECK_TITLES[name]}",
@@ -124,25 +136,23 @@ class Grader:
             report.duration = time.monotonic() - started
             if progress:
                 progress(exercise.id, results)
-        failure = self.worker.import_failure
-        if failure is not None:
-            report.import_error = failure.detail or failure.message
-        report.output = self.worker.output
+        report.import_error = self.import_error
+        report.output = self.output
         report.duration = time.monotonic() - started
         return report
 
     # --- checks ---------------------------------------------------------------------------------
 
-    def _run_check(self, exercise: Exercise, name: str, deadline: float
+    def _run_check(self, exercise: Exercise, name: str, budget: _Budget
                    ) -> tuple[str, str, list[str]]:
         check = getattr(exercise.checks, name)
         if name in ("gradients", "sampled", "answers"):
             points = self._points(exercise, name)
             wanted = [o for o in getattr(check, "oracles", oracles.ORACLES)
                       if self.oracles is None or o in self.oracles]
-            return self._gradients(exercise, points, wanted, deadline)
+            return self._gradients(exercise, points, wanted, budget)
         verdict = _graph_verdict if name == "graph" else _behaviour_verdict
-        return self._against_torch(exercise, torch_request(exercise, name), deadline, verdict)
+        return self._against_torch(exercise, torch_request(exercise, name), budget, verdict)
 
     def _points(self, exercise: Exercise, name: str) -> list[dict[str, Any]]:
         """Where a gradient check is graded: the key's points, or the exercise's for this seed."""
@@ -152,11 +162,11 @@ class Grader:
         return exercise.check_points(name, sample_seed(self.seed, exercise.id))
 
     def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
-                   deadline: float) -> tuple[str, str, list[str]]:
+                   budget: _Budget) -> tuple[str, str, list[str]]:
         program = exercise.program
         reply = self._ask(exercise, {"kind": "gradients", "program": program.spec(),
                                      "points": points, "requires_grad": exercise.grad_names},
-                          deadline)
+                          budget)
         if isinstance(reply, Failure):
             return "failed", reply.message, []
         expected = self._oracle_results(exercise, points, wanted)
@@ -167,7 +177,7 @@ class Grader:
         if grading.passed:
             return "passed", grading.message, grading.author_notes
         message = localise.feedback(grading, program, points, exercise.grad_names,
-                                    lambda request: self._ask(exercise, request, deadline),
+                                    lambda request: self._ask(exercise, request, budget),
                                     _tolerances(exercise).analytic)
         return "failed", _with_hint(message, exercise), grading.author_notes
 
@@ -179,13 +189,13 @@ class Grader:
             return self.key.oracle_results(exercise, points, wanted)
         return oracles.compute(exercise.program, points, exercise.grad_names, wanted)
 
-    def _against_torch(self, exercise: Exercise, request: dict[str, Any], deadline: float,
+    def _against_torch(self, exercise: Exercise, request: dict[str, Any], budget: _Budget,
                        verdict: Callable[[dict[str, Any], dict[str, Any], Exercise], str]
                        ) -> tuple[str, str, list[str]]:
         expected = self._torch_record(exercise, request)
         if isinstance(expected, str):
             return "skipped", expected, [expected]
-        reply = self._ask(exercise, request, deadline)
+        reply = self._ask(exercise, request, budget)
         if isinstance(reply, Failure):
             return "failed", reply.message, []
         message = verdict(expected, reply, exercise)
@@ -213,18 +223,25 @@ class Grader:
                 self._torch_records[cache_key] = probe.handle(torch_engine, request)
         return self._torch_records[cache_key]
 
-    def _ask(self, exercise: Exercise, request: dict[str, Any], deadline: float
+    def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget
              ) -> dict[str, Any] | Failure:
-        remaining = deadline - time.monotonic()
+        remaining = budget.seconds - budget.spent
         if remaining <= 0:
-            return Failure("timeout", f"not run: the exercise's {exercise.timeout:g} s ran out "
+            return Failure("timeout", f"not run: the exercise's {budget.seconds:g} s ran out "
                                       "in an earlier check", "")
-        return self.worker.request(request, timeout=remaining)
+        started, importing = time.monotonic(), self.worker.import_seconds
+        reply = self.worker.request(request, timeout=remaining)
+        budget.spent += time.monotonic() - started - (self.worker.import_seconds - importing)
+        if isinstance(reply, Failure) and reply.kind == "timeout" and reply.phase != "import":
+            where = probe.PHASES.get(reply.phase, f"in {reply.phase}")
+            return dataclasses.replace(reply, message=f"timed out after {budget.seconds:g} s "
+                                                      f"{where}")
+        return reply
 
-    def _absent_operations(self, exercise: Exercise, deadline: float) -> str:
+    def _absent_operations(self, exercise: Exercise, budget: _Budget) -> str:
         """A message naming what the exercise needs and the engine lacks, or ''."""
         if self._missing is None:
-            reply = self._ask(exercise, {"kind": "inspect"}, deadline)
+            reply = self._ask(exercise, {"kind": "inspect"}, budget)
             if isinstance(reply, Failure):
                 return reply.message
             self._missing = dict(reply.get("details", {}))
@@ -236,6 +253,16 @@ class Grader:
         details = "; ".join(self._missing[name] for name in absent)
         return (f"your engine is missing {', '.join(absent)}, which this exercise uses "
                 f"({details}). Implement it to earn these points.")
+
+
+class _Budget:
+    """An exercise's time limit, spent only while the worker works on a request: the grader's
+    own work (oracles, torch, feedback) and the import of a restarted worker never count
+    against a submission, so a slow or cold grader cannot fail a correct engine."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spent = 0.0
 
 
 CHECK_TITLES = {
@@ -301,7 +328,9 @@ def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: E
     tolerance = _tolerances(exercise).analytic
     for number, (step, want, got) in enumerate(zip(check.steps, torch["steps"], found["steps"]),
                                                start=1):
-        where = f"step {number} ({_describe_step(step)})"
+        line = exercise.line_of(f"checks.behaviour.steps[{number - 1}]")
+        where = (f"step {number}, `{localise.step_code(step, exercise.program.output_name)}`"
+                 + (f" (exercise line {line})" if line else ""))
         if bool(want["error"]) != bool(got["error"]):
             if want["error"]:
                 return (f"{where}: torch raises {want['error']['type']} "
@@ -313,18 +342,9 @@ def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: E
         for item in step.expect:
             expected, seen = want["observed"].get(item), got["observed"].get(item)
             if not _close(seen, expected, tolerance):
-                return f"{where}: {item} should be {expected!r} (as in torch); found {seen!r}"
+                return (f"{where}: after it, {localise.observation_name(item)} is {seen!r} in "
+                        f"your engine; torch gives {expected!r}")
     return ""
-
-
-def _describe_step(step: Any) -> str:
-    data = step.model_dump(exclude_none=True, exclude={"expect"})
-    action, args = next(iter(data.items()))
-    if action == "backward":
-        args = {k: v for k, v in args.items() if v not in (None, False)}
-    inner = ", ".join(f"{k}={v!r}" for k, v in args.items()) if isinstance(args, dict) else \
-        ", ".join(map(str, args))
-    return f"{action}({inner})"
 
 
 def _close(found: Any, expected: Any, tolerance: compare.Tolerance) -> bool:

@@ -160,8 +160,7 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
                 if isinstance(result, Skipped):
                     raise KeyFileError(f"building an answer key needs torch and jax: {result}")
                 checks[name][oracle] = _encode(result)
-        exercises[exercise.id] = {"digest": exercise.digest, "file": str(exercise.path or ""),
-                                  "checks": checks}
+        exercises[exercise.id] = {"digest": exercise.digest, "checks": checks}
     key = Key(seed=seed, version=__version__, exercises=exercises, path=str(out))
     data = {"format": FORMAT, "gradcheck": __version__, "seed": seed, "exercises": exercises}
     text = json.dumps(data, separators=(",", ":")).encode()

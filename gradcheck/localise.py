@@ -41,7 +41,9 @@ class Finding:
     """Where a submission goes wrong. The message's first line names the faulty operation."""
 
     kind: str  # forward, backward, alone, accumulate, order, seed, combine
-    node: int  # the operation at fault (for accumulate: the node whose gradients were not summed)
+    #: the operation at fault (accumulate: the node whose gradients were not summed; combine:
+    #: None, as no single node is at fault)
+    node: int | None
     message: str
     arg: int | None = None  # the operand that received a wrong gradient
 
@@ -115,7 +117,7 @@ def _backward(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Fi
 def _blame(w: Walk, i: int, got: Any, ask: Ask, tol: Tolerance) -> Finding | None:
     """Node i got a wrong gradient from consumers whose own gradients are right."""
     edges = w.consumers(i)
-    alone = _run_alone(w, sorted({c for c, _ in edges}, reverse=True), ask)
+    alone = passed_alone(w, sorted({c for c, _ in edges}, reverse=True), ask)
     for c, e in edges:
         key = (c, e.slot)
         if key in alone and not _same(alone[key], e.passed, tol):
@@ -142,7 +144,7 @@ def _alone(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Findi
     """Without gradients inside the graph: run each operation alone, nearest the output first."""
     operations = [c for c in w.backward_order() if w.edges(c)]
     candidates = operations[:MAX_ALONE]
-    alone = _run_alone(w, candidates, ask)
+    alone = passed_alone(w, candidates, ask)
     for c in candidates:
         for e in w.edges(c):
             if (c, e.slot) in alone and not _same(alone[(c, e.slot)], e.passed, tol):
@@ -153,7 +155,7 @@ def _alone(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Findi
                        for i in w.backward_order() if w.node(i).op == "input")
     if not (every_one_ran and inputs_wrong):
         return None
-    return Finding("combine", w.output, "\n".join([
+    return Finding("combine", None, "\n".join([
         f"{_at(w)}every operation's backward is right on its own, yet the gradients are wrong: "
         "the mistake is in how backward() combines them.",
         "Check that a value used more than once adds up (+=) every gradient it receives, and that "
@@ -210,7 +212,7 @@ def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]],
 # --- running operations alone on the submission -------------------------------------------------
 
 
-def _run_alone(w: Walk, nodes: Sequence[int], ask: Ask) -> dict[tuple[int, int], Any]:
+def passed_alone(w: Walk, nodes: Sequence[int], ask: Ask) -> dict[tuple[int, int], Any]:
     """(node, slot) -> what the submission passes along that edge when the operation runs alone
     on fresh leaves holding torch's operand values, given the node's right gradient. Edges the
     submission could not run are absent."""

@@ -92,7 +92,7 @@ class GradingSession:
         self.results_json: str | None = config.getoption("results_json")
         self.graded: dict[Path, list[CheckResult]] = {}  # in the order graded
         self._grader: Grader | None = None
-        self._latest = GradeReport(submission=config.getoption("submission"), seed=0)
+        self.submission = config.getoption("submission")
         self._stack = ExitStack()
         self._started = time.perf_counter()
 
@@ -104,22 +104,18 @@ class GradingSession:
             if error is not None:
                 self.graded[path] = [grader.broken_result(path, error)]
             else:
-                # A bank of one, so that the report also says whether the submission imported
-                # and what it printed so far.
-                from gradcheck.exercise import Bank
-
-                self._latest = grader.grade_bank(Bank([exercise], []))
-                self.graded[path] = self._latest.results
+                self.graded[path] = grader.grade_exercise(exercise)
             self._save(UNFINISHED)
         return self.graded[path]
 
     def report(self) -> GradeReport:
         """The results so far, with what the latest grading learnt of the submission."""
+        grader = self._grader
         return GradeReport(
-            submission=self._latest.submission,
-            seed=self._grader.seed if self._grader else 0,
+            submission=self.submission, seed=grader.seed if grader else 0,
             results=[r for results in self.graded.values() for r in results],
-            import_error=self._latest.import_error, output=self._latest.output,
+            import_error=grader.import_error if grader else "",
+            output=grader.output if grader else "",
             duration=time.perf_counter() - self._started)
 
     def finish(self, selected: list[Path]) -> None:

@@ -227,21 +227,16 @@ def _inspect(run: _Run, program: None, request: Mapping[str, Any]) -> Record:
         if not callable(getattr(run.engine, name, None)):
             missing[name] = [f"the module has no {name}()"]
     error = None
-    samples = []
     if "tensor" not in missing:
-        for label, data in (("tensor(1.0)", 1.0), ("tensor([1.0, 2.0])", [1.0, 2.0])):
+        for label, data, vector in (("tensor(1.0)", 1.0, False),
+                                    ("tensor([1.0, 2.0])", [1.0, 2.0], True)):
             try:
-                samples.append((label, run.engine.tensor(data, requires_grad=True), data != 1.0))
+                for name, why in _missing_on(run.engine.tensor(data, requires_grad=True), vector):
+                    missing.setdefault(name, []).append(f"tensors made by {label} {why}")
             except Exception as exc:
                 error = error or run.error(exc)
-                missing.setdefault("select" if data != 1.0 else "tensor", []).append(
+                missing.setdefault("select" if vector else "tensor", []).append(
                     f"{label} raised {type_name(exc)}")
-    for label, t, vector in samples:
-        try:
-            for name, why in _missing_on(t, vector):
-                missing.setdefault(name, []).append(f"tensors made by {label} {why}")
-        except Exception as exc:
-            error = error or run.error(exc)
     order = ["tensor", "no_grad", *OPS, *_PROTOCOL_NAMES]
     names = sorted(missing, key=order.index)
     return {"missing": names, "details": {n: "; ".join(missing[n]) for n in names},

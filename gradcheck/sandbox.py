@@ -10,22 +10,29 @@ same `Failure`, which carries the traceback.
 
 Limits, and who enforces them:
 
-- wall time, per request: the grader, which kills the worker;
-- memory: RLIMIT_DATA in the worker (the engine gets a MemoryError; RLIMIT_AS is not used because
-  torch and numpy reserve far more address space than they touch), and the resident memory of all
-  the worker's processes, polled by the grader;
-- processes and threads: counted by the grader over the worker's session and its descendants. The
-  grader runs as root, for whom RLIMIT_NPROC does not apply, and a writable cgroup v2 `pids`
-  controller cannot be assumed (this machine has none), so the count is polled; a process that
-  leaves the session and is orphaned escapes it, which the platform's container must bound;
+- wall time, per request: the grader, which kills the worker (and `import_timeout` for the import);
+- memory: RLIMIT_DATA in the worker (the engine gets a MemoryError, which ends the request; not
+  RLIMIT_AS, because torch and numpy reserve far more address space than they use), and the
+  proportional set size of all the worker's processes, polled by the grader (shared memory and
+  forks escape RLIMIT_DATA);
+- processes and threads: counted by the grader over the worker's session and its descendants. We
+  run as root, for whom RLIMIT_NPROC does not apply, and a writable cgroup v2 `pids` controller
+  cannot be assumed (this machine has none), so the count is polled; on a failure every process
+  is stopped, then killed. A process that leaves the session and is orphaned before the grader
+  looks escapes; bounding that is the container's part;
 - output: stdout and stderr go to files the grader reads (keeping the first `keep_output` bytes of
-  each) and empties after every request; more than `max_output` bytes in one request fail it;
-  RLIMIT_FSIZE caps any file the worker writes;
+  each) and empties after every request; more than `max_output` bytes in one request fail it.
+  RLIMIT_FSIZE (`max_output` + 1 MB, with SIGXFSZ's default action restored) stops a flood at
+  the write that goes past it, and caps any file the worker writes;
 - CPU time: RLIMIT_CPU over the worker's life, a backstop for a worker left spinning;
-- no core dumps; a session of its own; killed when the grader dies (PR_SET_PDEATHSIG).
+- no core dumps; a session of its own; killed when the grader dies (PR_SET_PDEATHSIG);
+- the worker is a child subreaper (PR_SET_CHILD_SUBREAPER), so a process that daemonises (fork,
+  setsid, fork, exit) stays its descendant and is killed with it, unless the submission turns
+  that off on purpose; the processes are stopped before they are killed, so a fork loop cannot
+  outrun the kill.
 
-A submission running as root can raise its own rlimits; the polled limits still hold. Running the
-grader as an unprivileged user in a container is the platform's part (see docs/security.md).
+With CAP_SYS_RESOURCE a submission could raise its own rlimits; the polled limits hold
+regardless. Running the grader as an unprivileged user in a container is the platform's part.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from gradcheck import probe
 from gradcheck.worker import BOOTSTRAP, HEADER, MAX_FRAME, pack
@@ -94,6 +101,8 @@ class Worker:
         self.import_failure: Failure | None = None
         #: how many worker processes were started (1 + restarts).
         self.starts = 0
+        #: seconds spent starting workers and importing the submission, over all starts.
+        self.import_seconds = 0.0
         #: bytes of output not kept.
         self.dropped = 0
         self._kept = {"stdout": bytearray(), "stderr": bytearray()}
@@ -171,6 +180,7 @@ class Worker:
 
     def _start(self) -> Failure | None:
         self.starts += 1
+        began = time.monotonic()
         parent, child = socket.socketpair()
         streams = {name: os.open(self._dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                    for name in self._kept}
@@ -196,6 +206,7 @@ class Worker:
         self._eof = False
         self._phase = "import"
         frame = self._wait(time.monotonic() + self.import_timeout, self.import_timeout)
+        self.import_seconds += time.monotonic() - began
         self._collect_output()
         if isinstance(frame, Failure):
             return frame
@@ -332,6 +343,9 @@ class Worker:
             }.get(name, ("raised", f"the engine raised {name}"))
             message = self._memory_message() if kind == "memory" else f"{what} {self._where()}"
             return self._fail(kind, message, record["message"][:MAX_DETAIL])
+        if set(frame) == {"request_error"}:  # cannot happen: the request was checked here
+            return self._fail("protocol", f"the worker refused the request: "
+                              f"{str(frame['request_error'])[:probe.MAX_MESSAGE]}")
         return self._fail("protocol", f"the engine sent something other than a reply "
                           f"{self._where()}")
 
@@ -399,10 +413,9 @@ def _bytes(n: int) -> str:
     return f"{n} bytes"
 
 
-def _members(session: int) -> list[tuple[int, int, int]]:
-    """(pid, threads, resident bytes) of each live process in `session` or descending from one.
-
-    A process that called setsid() is still found through its parent while that lives."""
+def _members(session: int, roots: set[int] = frozenset()) -> list[tuple[int, int, int]]:
+    """(pid, threads, resident bytes) of each live process in `session`, in `roots`, or
+    descending from one of those (a child that called setsid() is found through its parent)."""
     stats: dict[int, tuple[int, int, int, int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -416,7 +429,7 @@ def _members(session: int) -> list[tuple[int, int, int]]:
         if fields[0] != b"Z":  # zombies hold no memory and run nothing
             stats[int(name)] = (int(fields[1]), int(fields[3]), int(fields[17]),
                                 int(fields[21]) * _PAGE)
-    found = {pid for pid, (_, sid, _, _) in stats.items() if sid == session}
+    found = {pid for pid, (_, sid, _, _) in stats.items() if sid == session or pid in roots}
     while True:
         more = {pid for pid, (ppid, *_) in stats.items() if ppid in found} - found
         if not more:
@@ -440,19 +453,35 @@ def _memory(members: list[tuple[int, int, int]]) -> int:
 
 
 def _kill_all(session: int) -> None:
-    """SIGKILL the worker's process group, then any process of its session or its descendants,
-    until none is left (a fork loop may be making new ones)."""
+    """SIGKILL the worker and every process of its session or descending from one.
+
+    They are first all stopped (SIGSTOP), scanning again until no new one appears: a stopped
+    process forks no more, and while the worker lives, a process orphaned inside its tree (a
+    daemon's double fork) is still its child, since the worker is a child subreaper. Then each
+    is killed, until none is left."""
+    stopped: set[int] = set()
+    for _ in range(200):
+        found = {pid for pid, *_ in _members(session)} - stopped
+        if not found:
+            break
+        for pid in found:
+            _signal(pid, signal.SIGSTOP)
+        stopped |= found
     for _ in range(200):
         try:
             os.killpg(session, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        members = _members(session)
-        if not members:
+        for pid in stopped:
+            _signal(pid, signal.SIGKILL)
+        stopped = {pid for pid, *_ in _members(session)}
+        if not stopped:
             return
-        for pid, *_ in members:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.005)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

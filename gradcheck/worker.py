@@ -7,7 +7,8 @@ submission prints can pass for a reply. The worker never receives an expected va
 
 Frames the worker sends:
 `{"phase": str}` progress; `{"ready": true}` once imported; `{"import_error": record}` (with a
-`traceback`) then exit; `{"reply": ...}` per request; `{"fatal": record}` when the engine raised
+`traceback`) then exit; `{"reply": ...}` per request (`{"request_error": str}` if it is malformed,
+which the grader's own check prevents); `{"fatal": record}` when the engine raised
 something no request survives (SystemExit, KeyboardInterrupt, another BaseException, MemoryError),
 then exit.
 """
@@ -49,6 +50,7 @@ def main(config_json: str) -> None:
     """Run the worker: limits, import, then one reply per request until the grader hangs up."""
     config = json.loads(config_json)
     _die_with_parent(config["parent"])
+    _adopt_orphans()
     _apply_limits(config["limits"])
     channel = _Channel(config["fd"])
     channel.send({"phase": "import"})
@@ -63,10 +65,11 @@ def main(config_json: str) -> None:
         os._exit(0)
     _flush()
     channel.send({"ready": True})
-    phase = ["import"]
+    phase = "import"
 
     def progress(name: str) -> None:
-        phase[0] = name
+        nonlocal phase
+        phase = name
         channel.send({"phase": name})
 
     while (request := channel.receive()) is not None:
@@ -77,7 +80,7 @@ def main(config_json: str) -> None:
             continue
         except BaseException as exc:  # the engine left the request in a state no one should trust
             _flush()
-            channel.send({"fatal": probe.error_record(exc, phase[0])})
+            channel.send({"fatal": probe.error_record(exc, phase)})
             os._exit(0)
         _flush()
         channel.send({"reply": reply})
@@ -154,6 +157,15 @@ def _die_with_parent(parent: int) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sigkill)
     if os.getppid() != parent:  # the grader died before prctl took effect
         os._exit(1)
+
+
+def _adopt_orphans() -> None:
+    """Become a child subreaper: a process the submission daemonises (double fork, setsid) is
+    reparented here rather than to init, so the grader still finds it and kills it."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1)
 
 
 def _traceback(exc: BaseException, path: Path) -> str:

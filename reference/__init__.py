@@ -143,13 +143,10 @@ class Function:
     reductions, whose first operand is a tuple of nodes.
     """
 
-    __slots__ = ("_tensor",)
+    __slots__ = ()
     saves = True
     many = False
     leaf = False
-
-    def __init__(self, tensor: Tensor) -> None:
-        self._tensor = tensor
 
     def name(self) -> str:
         return type(self).__name__
@@ -548,7 +545,7 @@ class Tensor:
 
     @property
     def grad_fn(self) -> Function | None:
-        return None if self.is_leaf else self._op(self)
+        return None if self.is_leaf else self._op()
 
     @property
     def grad(self) -> Tensor | None:
@@ -629,9 +626,9 @@ class Scalar(Tensor):
 
     ``_op`` is the operation that made it (a :class:`Function` subclass), ``AccumulateGrad`` for a
     leaf that requires grad, ``NoGradView`` for torch's odd select under ``no_grad``, or None for
-    a constant. ``_a`` is the first operand (a node, or a
-    tuple of nodes for a reduction), ``_b`` the second (a node, a float constant, or None).
-    ``_seq`` is the operation's creation stamp, negated once its saved values are freed.
+    a constant. ``_a`` is the first operand (a node, or a tuple of nodes for a reduction), ``_b``
+    the second (a node, a float constant, or None). ``_seq`` is the operation's creation stamp,
+    negated once its saved values are freed. ``_grad`` is described at :func:`_visible`.
     """
 
     __slots__ = ("_value", "_grad", "_op", "_a", "_b", "_seq")

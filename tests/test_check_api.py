@@ -22,7 +22,6 @@ from gradcheck.check import trace
 from gradcheck.compare import KINK, Tolerance, Tolerances
 from gradcheck.ops import OPS, Interval
 from gradcheck.oracles import compute
-from gradcheck.program import parse
 from gradcheck.strategies import allowed, arguments, draw, points, scalars, vectors
 
 

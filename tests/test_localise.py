@@ -143,13 +143,32 @@ def test_a_correct_engine_gets_no_finding():
     assert localise.locate(program, point, ["a", "b"], ask, TOLERANCE) is None
 
 
-def test_operations_run_alone_agree_with_torch_on_torch():
-    # The request that runs operations alone gives, on torch, torch's own per-edge numbers.
+def test_operations_run_alone_on_torch_pass_what_torch_passes():
+    # The request that runs operations alone, answered by torch through the probe, gives back
+    # the walk's per-edge gradients: scalar slopes times the incoming gradient, and vector
+    # backward(gradient=...) products alike.
     program = parse("y = v * x\nz = (y * y).mean() + v[1] + 2 / x", {"x": None, "v": 3})
     truth = walk(program, {"x": 2.0, "v": [1.0, -2.0, 3.0]}, ["x", "v"])
     nodes = [c for c in truth.backward_order() if truth.edges(c)]
-    reply = probe.handle(torch_engine, localise.alone_request(truth, nodes))
-    assert reply["error"] is None
-    for c, step in zip(nodes, reply["steps"]):
-        assert step["error"] is None
-        assert len(step["observed"]) == len(truth.edges(c))
+    passed = localise.passed_alone(truth, nodes, lambda r: probe.handle(torch_engine, r))
+    edges = [(c, e) for c in nodes for e in truth.edges(c)]
+    assert len(passed) == len(edges) == 11
+    for c, e in edges:
+        assert passed[(c, e.slot)] == pytest.approx(e.passed, rel=1e-12, abs=1e-15)
+
+
+def test_a_behaviour_check_names_the_step_and_the_statement(tmp_path):
+    # As the course notes have it: a second backward pass adds to x.grad; this engine replaces it.
+    path = tmp_path / "twice.exercise.yaml"
+    path.write_text("id: twice\ntitle: Twice\ntopic: feedback\npoints: 1\n"
+                    "inputs:\n  x: {value: 3.0}\n"
+                    "program: |\n  y = x ** 2\n  z = 2 * y + 1\n"
+                    "checks:\n  behaviour:\n    steps:\n"
+                    "      - backward: {retain_graph: true}\n        expect: [grad.x]\n"
+                    "      - backward: {}\n        expect: [grad.x]\n")
+    with Grader(submission(tmp_path, "overwrite_grad"), seed=1) as grader:
+        [result] = grader.grade_exercise(load_exercise(path))
+    assert result.status == "failed"
+    first = result.message.splitlines()[0]
+    assert first.startswith("step 2, `z.backward()` (exercise line 15): after it, x.grad is ")
+    assert "torch gives" in first

@@ -177,9 +177,13 @@ def test_jax_compiles_once_per_program_and_requires_grad():
     batch = {"x": np.linspace(0, 1, 5), "y": np.linspace(1, 2, 5)}
     compute(program, batch, ["x", "y"], ("jax",))
     function = jax_grad.compiled(program, ("x", "y"))
-    compute(parse(source, {"x": None, "y": None}), batch, ["x", "y"], ("jax",))
-    assert jax_grad.compiled(parse(source, {"x": None, "y": None}), ("x", "y")) is function
-    assert function._cache_size() == 1  # traced and compiled once for this batch shape
+    again = parse(source, {"x": None, "y": None})
+    smaller = compute(again, {k: v[:3] for k, v in batch.items()}, ["x", "y"], ("jax",))["jax"]
+    assert jax_grad.compiled(again, ("x", "y")) is function
+    assert function._cache_size() == 1  # 5 and 3 points share one padded batch shape
+    assert smaller.grads["x"].shape == (3,)
+    x, y = batch["x"][:3], batch["y"][:3]
+    assert np.allclose(smaller.grads["x"], np.cos(x * y) * y)
     assert jax_grad.compiled(program, ("x",)) is not function
 
 
@@ -193,6 +197,9 @@ def test_as_batch_checks_every_point_against_the_inputs():
         as_batch(program, [{"x": 1, "v": [1, 2, 3]}])
     with pytest.raises(ValueError, match="'x' must be a number"):
         as_batch(program, [{"x": [1.0], "v": [1, 2]}])
+    with pytest.raises(ValueError, match="'v' must be a list of 2 numbers at every point"):
+        as_batch(program, [{"x": 1, "v": [1, 2]}, {"x": 2, "v": [1, 2, 3]}])  # ragged
+    assert as_batch(program, [])["v"].shape == (0, 2)
     with pytest.raises(ValueError, match="pass a single point as a list"):
         as_batch(program, {"x": 1.0, "v": [1, 2]})
 

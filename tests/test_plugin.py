@@ -87,7 +87,7 @@ def test_failures_show_the_message_not_a_traceback_and_hidden_ones_nothing(pytes
     result = pytester.runpytest_subprocess("--submission", "engine.py", "--results-json",
                                            "results.json", "--junitxml", "junit.xml", "exercises")
     out = result.stdout.str()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=2, failed=2)
     assert "Traceback" not in out and "def runtest" not in out and "CheckFailed" not in out
     data = read_results(pytester.path / "results.json")
     visible = [t for t in data["tests"] if t["visibility"] == "visible" and t["status"] == "failed"]
@@ -137,13 +137,7 @@ def test_a_conftest_shipped_in_the_submission_changes_nothing_when_hardened(pyte
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     hardened = pytester.runpytest_subprocess(*HARDENED, *grading)
     assert not marker.exists()
-    with_conftest = read_results(results)
-    (pytester.path / "conftest.py").unlink()
-    clean = pytester.runpytest_subprocess(*HARDENED, *grading)
-    without_conftest = read_results(results)
-
-    assert hardened.parseoutcomes() == clean.parseoutcomes()
-    assert hardened.parseoutcomes()["failed"] > 0
-    for data in (with_conftest, without_conftest):
-        del data["execution_time"]
-    assert with_conftest == without_conftest
+    # The grade the float32 engine earns on its own (see test_cli): square's gradients and graph.
+    hardened.assert_outcomes(passed=2, failed=2)
+    data = read_results(results)
+    assert data["score"] == 2 and len(data["tests"]) == 4

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gradcheck.ops import CALLABLE
-from gradcheck.program import (MAX_CONSTANT, MAX_NODES, MAX_SOURCE_CHARS, ProgramError,
-                               array_apply, evaluate, parse, spec_program)
+from gradcheck.program import (MAX_NODES, MAX_SOURCE_CHARS, ProgramError, array_apply, evaluate,
+                               parse, spec_program)
 
 INPUTS = {"x": None, "u": None, "v": 3, "w": 2}
 

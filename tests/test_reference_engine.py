@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from gradcheck import torch_engine  # noqa: E402
-from gradcheck.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Interval, Op  # noqa: E402
+from gradcheck.ops import (  # noqa: E402
+    BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Interval, Op)
 from gradcheck.program import engine_apply, evaluate, parse  # noqa: E402
 from gradcheck.strategies import scalars  # noqa: E402
 
@@ -639,6 +640,15 @@ def test_work_done_before_a_freed_operation_raises_matches_torch():
         w[0].backward()
         log.attempt("a vector operation is freed as a whole", w[1].backward)
         log.see("grads", [grad_of(v), grad_of(w)])
+        for keep in (False, True):  # what ran before the error is freed unless retain_graph
+            x, y = E.tensor(2.0, requires_grad=True), E.tensor(0.5, requires_grad=True)
+            e = y.exp()
+            m = x * y
+            e.backward()
+            log.attempt(f"retain_graph={keep}: failing pass",
+                        lambda: (m + e).backward(retain_graph=keep))
+            log.attempt(f"retain_graph={keep}: the product again", m.backward)
+            log.see(f"retain_graph={keep}: grads", [grad_of(x), grad_of(y)])
 
     assert_same(script)
 

@@ -65,30 +65,31 @@ def as_batch(program: Program, points: Sequence[Mapping[str, Any]] | Mapping[str
     A mapping is taken to be a batch already and is only checked and converted to float64.
     """
     if isinstance(points, Mapping):
-        columns = {name: np.asarray(points[name], dtype=np.float64) for name in points}
-        if any(c.ndim == 0 for c in columns.values()):
+        raw = dict(points)
+        n = len(next(iter(raw.values()))) if raw and np.ndim(next(iter(raw.values()))) else 0
+        if any(np.ndim(v) == 0 for v in raw.values()):
             raise ValueError("a batch maps each input to an array with one value per point; "
                              "pass a single point as a list: [point]")
-        n = len(next(iter(columns.values()))) if columns else 0
     else:
         n = len(points)
         for i, point in enumerate(points):
             missing = set(program.inputs) - set(point)
             if missing:
                 raise ValueError(f"point {i} has no value for {', '.join(sorted(missing))}")
-        columns = {name: np.asarray([p[name] for p in points], dtype=np.float64)
-                   for name in program.inputs} if n else {}
+        raw = {name: [p[name] for p in points] for name in program.inputs}
     batch: Batch = {}
     for name, size in program.inputs.items():
-        if n == 0:
-            batch[name] = np.zeros((0,) if size is None else (0, size))
-            continue
-        if name not in columns:
+        if name not in raw:
             raise ValueError(f"the points have no value for input {name!r}")
-        column = columns[name]
         shape = (n,) if size is None else (n, size)
+        what = "a number" if size is None else f"a list of {size} numbers"
+        try:
+            column = np.asarray(raw[name], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"input {name!r} must be {what} at every point") from None
+        if n == 0:
+            column = column.reshape(shape)
         if column.shape != shape:
-            what = "a number" if size is None else f"a list of {size} numbers"
             raise ValueError(f"input {name!r} must be {what} at every point; got values of "
                              f"shape {column.shape[1:] or 'scalar'}")
         batch[name] = column

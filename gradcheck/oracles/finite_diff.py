@@ -59,8 +59,9 @@ def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> Oracl
                 mark_central, mark_wide = rows.crossings(crit)
                 _first(cross_central[part], mark_central, node_id)
                 _first(cross_wide[part], mark_wide, node_id)
-    # The wide stencil is trusted unless it crosses something the central one does not. Either
-    # way the nearest crossing is kept: a singularity near the central stencil spoils it too.
+    # The wide stencil is trusted unless it crosses something the central one does not. The
+    # crossing kept is the central stencil's, else the wide one's: a singularity that close can
+    # spoil the central estimate too, and explains a disagreement there.
     chosen = np.where((cross_wide >= 0) & (cross_central < 0), central, accurate)
     crossing = np.where(cross_central >= 0, cross_central, cross_wide)
     assert value is not None

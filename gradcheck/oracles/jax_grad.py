@@ -1,7 +1,8 @@
 """jax.grad with x64, batched with `vmap` and compiled with `jit` once per program.
 
-The compiled function is cached by the program's spec and the differentiated inputs, so a bank
-that checks one program at many points, or twice, pays jax's compile once. Under `vmap` each point
+The compiled function is cached by the program's spec and the differentiated inputs, and batches
+are padded to a few sizes, so a bank that checks one program at many points, or twice, pays jax's
+compile about once. Under `vmap` each point
 is evaluated alone (scalars are 0-d, 1-D inputs have shape (k,)), and the named functions are
 jax's own (`jax.nn.relu`, `jax.nn.sigmoid`, `jnp.abs`, ...) with jax's conventions at kinks.
 """
@@ -17,7 +18,7 @@ jax.config.update("jax_enable_x64", True)  # before any jax array exists
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from gradcheck.oracles import Batch, OracleResult, native_apply  # noqa: E402
+from gradcheck.oracles import Batch, OracleResult, batch_size, native_apply  # noqa: E402
 from gradcheck.program import Program, evaluate  # noqa: E402
 
 _APPLY = native_apply(jnp, lambda name: getattr(jnp, name, None) or getattr(jax.nn, name))
@@ -26,13 +27,28 @@ _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
 def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> OracleResult:
     """Values and jax.grad gradients of the output (summed if 1-D) at every point."""
+    n = batch_size(batch)
+    # jit compiles once per batch shape: pad to a power of two (at least 8) so that checks with
+    # different numbers of points mostly share one compiled function.
+    padded = {name: _pad(column, _bucket(n)) for name, column in batch.items()}
     others = tuple(name for name in program.inputs if name not in requires_grad)
     function = compiled(program, requires_grad)
-    value, grads = function(tuple(batch[n] for n in requires_grad),
-                            tuple(batch[n] for n in others))
-    return OracleResult("jax", np.asarray(value, dtype=np.float64),
-                        {name: np.asarray(g, dtype=np.float64)
+    value, grads = function(tuple(padded[k] for k in requires_grad),
+                            tuple(padded[k] for k in others))
+    return OracleResult("jax", np.asarray(value, dtype=np.float64)[:n],
+                        {name: np.asarray(g, dtype=np.float64)[:n]
                          for name, g in zip(requires_grad, grads)})
+
+
+def _bucket(n: int) -> int:
+    return max(8, 1 << max(0, n - 1).bit_length())
+
+
+def _pad(column: np.ndarray, size: int) -> np.ndarray:
+    """`column` grown to `size` points with copies of its last point (ones if it has none)."""
+    if len(column) == 0:
+        return np.ones((size, *column.shape[1:]))
+    return np.concatenate([column, np.repeat(column[-1:], size - len(column), axis=0)])
 
 
 def compiled(program: Program, requires_grad: tuple[str, ...]) -> Callable[..., Any]:

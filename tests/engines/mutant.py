@@ -41,6 +41,8 @@ MUTANTS = {
     # `=` instead of `+=`: a node used twice keeps only the last gradient it receives
     "overwrite": [("def _backward", " if s is None else s + ga", ""),
                   ("def _backward", " if s is None else s + gb", "")],
+    # `=` instead of `+=` in .grad: a second backward pass replaces the first one's gradient
+    "overwrite_grad": [("def _accumulate", "g if leaf._grad is None else leaf._grad + g", "g")],
     # a wrong forward
     "sigmoid_forward": [("class SigmoidBackward0", "_exp(-a)", "_exp(a)")],
     # no retain_grad(): the gradients inside the graph cannot be read

@@ -1,0 +1,197 @@
+"""Answer keys: grading with one gives the live results without importing torch or jax, and a key
+that no longer matches an exercise is refused for that exercise only."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grading_samples import BROKEN, CUBE, write_bank
+
+from gradcheck import key as answer_key
+from gradcheck.cli import main
+from gradcheck.exercise import load_bank
+from gradcheck.grader import Grader, GraderError
+
+ENGINES = Path(__file__).parent / "engines"
+SEED = 11
+#: A 1-D input, a sampled check, a graph and a behaviour session whose third backward raises.
+VECTOR = """\
+id: vector-sum
+title: A weighted sum, twice backward
+topic: 03-vectors
+points: 4
+inputs:
+  x: {value: 0.7, domain: {low: -2, high: 2}}
+  v: {value: [1.0, -2.0, 0.5], domain: {low: -3, high: 3}}
+program: |
+  y = (v * x).tanh()
+  z = y.sum() + x ** 2
+checks:
+  gradients: {points: [{x: -1.0, v: [0.5, 0.5, 0.5]}]}
+  sampled: {count: 8}
+  graph: {names: [x, v, y, z]}
+  behaviour:
+    steps:
+      - backward: {retain_graph: true}
+        expect: [grad.x, grad.v]
+      - backward: {}
+        expect: [grad.x]
+      - backward: {}
+"""
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    folder = write_bank(tmp_path_factory.mktemp("keyed") / "bank")
+    (folder / "vector-sum.exercise.yaml").write_text(VECTOR)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def key(bank):
+    path = bank.parent / "key.json"
+    answer_key.build(load_bank(bank), SEED, path)
+    return path
+
+
+@pytest.fixture
+def changed(bank, tmp_path):
+    """The bank with square's program changed (dz/dx from 4x to 6x) and an exercise added."""
+    folder = shutil.copytree(bank, tmp_path / "changed")
+    square = folder / "square.exercise.yaml"
+    square.write_text(square.read_text().replace("z = 2 * y + 1", "z = 3 * y + 1"))
+    (folder / "new-cube.exercise.yaml").write_text(CUBE.replace("id: secret-cube", "id: new-cube"))
+    return folder
+
+
+def graded(submission, bank, **options):
+    """Everything a grading run decides, per check (durations left out)."""
+    with Grader(submission, seed=SEED, timeout=120, **options) as grader:
+        report = grader.grade_bank(load_bank(bank))
+    return [(r.exercise_id, r.check, r.status, r.score, r.message, r.author_notes)
+            for r in report.results]
+
+
+def run_python(code):
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["reference", ENGINES / "wrong_mul.py"])
+def test_grading_with_a_key_gives_the_live_results(bank, key, engine):
+    live = graded(engine, bank)
+    assert graded(engine, bank, key=key) == live
+    # wrong_mul fails checks, so messages and author notes are compared too
+    assert {status for _, _, status, *_ in live} == (
+        {"passed"} if engine == "reference" else {"passed", "failed"})
+
+
+def test_the_key_holds_every_exercise_by_digest_and_the_seed(bank, key):
+    data = json.loads(key.read_text())
+    assert data["seed"] == SEED and data["gradcheck"] == answer_key.__version__
+    assert {e.id: e.digest for e in load_bank(bank).exercises} == {
+        name: entry["digest"] for name, entry in data["exercises"].items()}
+    vector = data["exercises"]["vector-sum"]["checks"]
+    assert len(vector["sampled"]["points"]) == 8
+    assert set(vector["behaviour"]) == {"request", "torch"}
+    # torch's record of the session: the third backward raises, the first two do not
+    assert [bool(s["error"]) for s in vector["behaviour"]["torch"]["steps"]] == [
+        False, False, True]
+
+
+@pytest.mark.slow
+def test_grading_with_a_key_imports_neither_torch_nor_jax(bank, key, tmp_path):
+    probe = """\
+        import json, sys
+        from gradcheck.cli import main
+        status = main(["grade", "reference", "--exercises", {bank!r}, "--quiet",
+                       "--results-json", {results!r}{key}])
+        print(json.dumps([status, sorted(m for m in sys.modules
+                                         if m.split(".")[0] in ("torch", "jax"))]))
+    """
+    results = str(tmp_path / "results.json")
+    keyed = run_python(probe.format(bank=str(bank), results=results, key=f", '--key', {str(key)!r}"))
+    assert json.loads(keyed.stdout.splitlines()[-1]) == [0, []]
+    assert json.loads(Path(results).read_text())["score"] == 9
+    # the same run without the key imports both: the check above can fail
+    live = run_python(probe.format(bank=str(bank), results=results, key=""))
+    imported = json.loads(live.stdout.splitlines()[-1])[1]
+    assert "torch" in imported and "jax" in imported
+
+
+@pytest.mark.slow
+def test_a_stale_key_is_refused_for_the_changed_exercise_only(changed, key):
+    with pytest.warns(answer_key.StaleKeyWarning) as caught:
+        results = graded("reference", changed, key=key)
+    assert sorted(str(w.message).split(" ")[1] for w in caught) == ["new-cube", "square"]
+    assert "square changed since the answer key was built" in str(caught[0].message) + str(
+        caught[1].message)
+    # The key's stale answers (dz/dx = 4x) would fail the reference engine on 3 * y + 1.
+    assert {status for _, _, status, *_ in results} == {"passed"}
+    assert results == graded("reference", changed)
+
+
+@pytest.mark.slow
+def test_without_torch_and_jax_a_stale_exercise_is_skipped_saying_why(changed, key):
+    run = run_python(f"""\
+        import json, sys
+        sys.modules["torch"] = sys.modules["jax"] = None  # as on a machine without them
+        from gradcheck.exercise import load_bank
+        from gradcheck.grader import Grader
+        with Grader("reference", key={str(key)!r}) as grader:
+            report = grader.grade_bank(load_bank({str(changed)!r}))
+        print(json.dumps([[r.exercise_id, r.check, r.status, r.message, r.author_notes]
+                          for r in report.results]))
+    """)
+    results = {(eid, check): (status, message, notes)
+               for eid, check, status, message, notes in json.loads(run.stdout)}
+    status, message, _ = results["square", "graph"]
+    assert status == "skipped" and message.startswith(
+        "skipped: exercise square changed since the answer key was built")
+    assert message.endswith("it cannot be graded live: torch is not installed")
+    # its gradients are still graded, by finite differences; the notes say why torch is missing
+    status, _, notes = results["square", "gradients"]
+    assert status == "passed" and any("square changed since" in note for note in notes)
+    assert {status for (eid, _), (status, _, _) in results.items()
+            if eid in ("vector-sum", "secret-cube")} == {"passed"}
+    assert "StaleKeyWarning: exercise square changed" in run.stderr
+
+
+def test_a_key_from_another_version_or_for_another_seed_is_refused(key, tmp_path):
+    with pytest.raises(GraderError, match=f"built with seed {SEED}; grade with --seed {SEED}"):
+        Grader("reference", seed=SEED + 1, key=key)
+    data = json.loads(key.read_text())
+    data["gradcheck"] = "0.0.1"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    with pytest.raises(answer_key.KeyFileError, match="built by gradcheck 0.0.1, and this is "
+                                                      "gradcheck .*; rebuild it"):
+        Grader("reference", key=other)
+    other.write_text("{}")
+    with pytest.raises(GraderError, match="is not an answer key written by `gradcheck key build`"):
+        answer_key.load(other)
+
+
+def test_key_build_writes_gzip_when_asked_and_leaves_broken_files_out(bank, key, tmp_path,
+                                                                      capsys):
+    folder = shutil.copytree(bank, tmp_path / "bank")
+    (folder / "broken.exercise.yaml").write_text(BROKEN)
+    out = tmp_path / "key.json.gz"
+    status = main(["key", "build", "--exercises", str(folder), "--seed", str(SEED),
+                   "--out", str(out)])
+    assert status == 1
+    streams = capsys.readouterr()
+    assert "left out of the key, broken:" in streams.err and "broken.exercise.yaml:4" in streams.err
+    assert f"wrote {out}: 3 exercises, seed {SEED}" in streams.out
+    assert out.read_bytes().startswith(b"\x1f\x8b")
+    assert json.loads(gzip.decompress(out.read_bytes())) == json.loads(key.read_text())
+    assert answer_key.load(out).exercises == answer_key.load(key).exercises
