@@ -22,6 +22,8 @@ from gradcheck.results import CheckResult, GradeReport
 from gradcheck.sandbox import Failure, Worker
 
 DEFAULT_MEMORY_MB = 1024
+#: what a submission graded from an answer key cannot import (docs/security.md)
+FRAMEWORKS = ("torch", "jax", "jaxlib")
 Progress = Callable[[str, list[CheckResult]], None]
 
 
@@ -52,8 +54,8 @@ class Grader:
 
     def __init__(self, submission: str | Path, *, seed: int | None = None,
                  key: str | Path | None = None, oracles: Sequence[str] | None = None,
-                 timeout: float | None = None, memory_mb: int | None = DEFAULT_MEMORY_MB
-                 ) -> None:
+                 timeout: float | None = None, memory_mb: int | None = DEFAULT_MEMORY_MB,
+                 worker: Mapping[str, Any] | None = None) -> None:
         self.label = str(submission)
         self.path = resolve_submission(submission)
         #: the answer key: torch's and jax's results come from it, for the exercises it holds.
@@ -67,7 +69,12 @@ class Grader:
         self.seed = secrets.randbelow(2**32) if seed is None else int(seed)
         self.oracles = tuple(oracles) if oracles else None
         self.timeout = timeout
-        self.worker = Worker(self.path, memory_mb=memory_mb)
+        # Grading from a key needs neither torch nor jax, so the submission may not use them
+        # either (the bundled `torch` submission is torch itself).
+        forbid = FRAMEWORKS if self.key is not None and self.label != "torch" else ()
+        # `worker`: more options of gradcheck.sandbox.Worker (import_timeout, max_tasks, user...)
+        self.worker = Worker(self.path, **{"memory_mb": memory_mb, "forbid": forbid,
+                                           **(worker or {})})
         self._missing: dict[str, str] | None = None
         self._torch_records: dict[str, Any] = {}
 

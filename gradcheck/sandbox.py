@@ -48,7 +48,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from gradcheck import probe
 from gradcheck.worker import BOOTSTRAP, HEADER, MAX_FRAME, pack
@@ -86,8 +86,12 @@ class Worker:
     def __init__(self, submission: str | Path, *, memory_mb: int | None = 1024,
                  cpu_seconds: int = 3600, max_output: int = 1_000_000,
                  keep_output: int = 20_000, max_tasks: int = 256,
-                 import_timeout: float = 60.0, python: str = sys.executable) -> None:
+                 import_timeout: float = 60.0, python: str = sys.executable,
+                 forbid: Sequence[str] = ()) -> None:
         self.submission = Path(submission).resolve()
+        #: top-level modules the submission cannot import (torch and jax, when grading from an
+        #: answer key): a deterrent, not a wall; see docs/security.md.
+        self.forbid = tuple(forbid)
         self.memory_mb = memory_mb
         self.cpu_seconds = cpu_seconds
         self.max_output = max_output
@@ -185,7 +189,7 @@ class Worker:
         streams = {name: os.open(self._dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                    for name in self._kept}
         config = {"fd": child.fileno(), "parent": os.getpid(), "submission": str(self.submission),
-                  "limits": self._limits()}
+                  "limits": self._limits(), "forbid": list(self.forbid)}
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._home),
                "TMPDIR": str(self._home), "LANG": "C.UTF-8",
                "PYTHONHASHSEED": "0"}  # set iteration order, as in every other run
@@ -453,35 +457,45 @@ def _memory(members: list[tuple[int, int, int]]) -> int:
 
 
 def _kill_all(session: int) -> None:
-    """SIGKILL the worker and every process of its session or descending from one.
-
-    They are first all stopped (SIGSTOP), scanning again until no new one appears: a stopped
-    process forks no more, and while the worker lives, a process orphaned inside its tree (a
-    daemon's double fork) is still its child, since the worker is a child subreaper. Then each
-    is killed, until none is left."""
+    """Stop every process of the worker's session and its descendants, until no new one
+    appears (a stopped process cannot fork, and a stopped parent keeps its children findable
+    even after they leave the session), then kill them all. A process orphaned by a double
+    fork is found too: the worker is a child subreaper, so such orphans become its children."""
     stopped: set[int] = set()
-    for _ in range(200):
-        found = {pid for pid, *_ in _members(session)} - stopped
-        if not found:
+    for _ in range(1000):
+        new = {pid for pid, *_ in _members(session, stopped)} - stopped
+        if not new:
             break
-        for pid in found:
+        for pid in new:
             _signal(pid, signal.SIGSTOP)
-        stopped |= found
+        stopped |= new
+        # Trusted as stopped only once /proc says so: a fork under way when SIGSTOP came still
+        # makes its child, and the next scan must see that child.
+        _wait_for(new, lambda state: state in (None, b"T", b"t", b"Z", b"X"))
+    for pid in stopped:
+        _signal(pid, signal.SIGKILL)
+    _wait_for(stopped, lambda state: state in (None, b"Z", b"X"))  # dying takes a moment
+
+
+def _wait_for(pids: set[int], done: Callable[[bytes | None], bool]) -> None:
+    """Poll the state of `pids` (None once gone) for up to a second until `done` holds for all."""
     for _ in range(200):
-        try:
-            os.killpg(session, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for pid in stopped:
-            _signal(pid, signal.SIGKILL)
-        stopped = {pid for pid, *_ in _members(session)}
-        if not stopped:
+        if all(done(_state(pid)) for pid in pids):
             return
         time.sleep(0.005)
 
 
-def _signal(pid: int, sig: int) -> None:
+def _state(pid: int) -> bytes | None:
     try:
-        os.kill(pid, sig)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2:].split()[0]
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
     except ProcessLookupError:
         pass

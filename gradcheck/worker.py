@@ -52,6 +52,7 @@ def main(config_json: str) -> None:
     _die_with_parent(config["parent"])
     _adopt_orphans()
     _apply_limits(config["limits"])
+    _forbid(config["forbid"])
     channel = _Channel(config["fd"])
     channel.send({"phase": "import"})
     path = Path(config["submission"])
@@ -147,6 +148,22 @@ def _apply_limits(limits: dict[str, list[int]]) -> None:
         resource.setrlimit(names[name], (soft, hard))
     # Python ignores SIGXFSZ; restored, a write past RLIMIT_FSIZE ends the worker at that write.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+
+
+def _forbid(names: list[str]) -> None:
+    """Make `import NAME` (and its submodules) fail for each top-level module in `names`."""
+    if not names:
+        return
+    import importlib.abc
+
+    class Refuse(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+            if fullname.partition(".")[0] in names:
+                raise ModuleNotFoundError(
+                    f"a submission cannot import {fullname} here: this grading run refuses "
+                    f"{', '.join(names)}; write the engine without them", name=fullname)
+
+    sys.meta_path.insert(0, Refuse())
 
 
 def _die_with_parent(parent: int) -> None:

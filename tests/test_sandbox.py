@@ -94,7 +94,7 @@ def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kin
         assert isinstance(failure, Failure)
         assert (failure.kind, failure.message[:len(message)]) == (kind, message)
         assert elapsed < (timeout + 2 if kind == "timeout" else 3)
-        assert running(ENGINES / f"{name}.py") == []  # nothing of the old worker survives
+        assert running(w) == []  # nothing of the old worker survives
         assert w.request(INSPECT, timeout=5)["missing"] == ["select"]
         assert w.starts == 2 and w.pid != first
 
@@ -265,14 +265,14 @@ def test_the_worker_dies_with_the_grader():
     assert not _alive(pid)
 
 
-def running(path: Path) -> list[int]:
-    """Live processes started for the submission at `path` (its path is in their command)."""
+def running(w: Worker) -> list[int]:
+    """Live processes started by this Worker: they run in its own temporary folder."""
     found = []
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                if str(path).encode() in f.read() and _alive(int(name)):
-                    found.append(int(name))
+            cwd = os.readlink(f"/proc/{name}/cwd").removesuffix(" (deleted)")  # after close()
+            if cwd == str(w._home) and _alive(int(name)):
+                found.append(int(name))
         except OSError:
             pass
     return found
@@ -292,10 +292,10 @@ def test_close_leaves_no_process_and_no_files():
         reply = w.request(gradients(ADD_EXP), timeout=10)
         assert reply["results"][0]["error"] is None
         folder = w._dir
-        assert len(running(ENGINES / "fork_flood.py")) == 201  # half of them in new sessions
+        assert len(running(w)) == 201  # half of them in sessions of their own
     finally:
         w.close()
-    assert running(ENGINES / "fork_flood.py") == []
+    assert running(w) == []
     assert not folder.exists()
 
 

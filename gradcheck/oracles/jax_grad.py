@@ -28,8 +28,8 @@ _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
 def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> OracleResult:
     """Values and jax.grad gradients of the output (summed if 1-D) at every point."""
     n = batch_size(batch)
-    # jit compiles once per batch shape: pad to a power of two (at least 8) so that checks with
-    # different numbers of points mostly share one compiled function.
+    # jit compiles once per batch shape (0.1-1 s): pad to a power of two, at least 64, so that an
+    # exercise's checks (a few listed points, a few dozen sampled ones) share one compilation.
     padded = {name: _pad(column, _bucket(n)) for name, column in batch.items()}
     others = tuple(name for name in program.inputs if name not in requires_grad)
     function = compiled(program, requires_grad)
@@ -41,7 +41,7 @@ def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> Oracl
 
 
 def _bucket(n: int) -> int:
-    return max(8, 1 << max(0, n - 1).bit_length())
+    return max(64, 1 << max(0, n - 1).bit_length())
 
 
 def _pad(column: np.ndarray, size: int) -> np.ndarray:

@@ -1,0 +1,44 @@
+"""Rerun every benchmark figure quoted in BENCHMARKS.md, in one command.
+
+Run from the checkout: `python bench/run_all.py` (add `--out FILE` to keep the JSON). Each
+benchmark module in `BENCHMARKS` that exists is imported and its `run()` called, in turn; the
+figures are printed as one JSON document keyed by module name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+#: The benchmark modules of bench/, each with `run() -> dict`.
+BENCHMARKS = ("bench_engine", "bench_oracles", "bench_grading")
+
+
+def run_all() -> dict[str, Any]:
+    """Every present benchmark's figures, with how long each took to run."""
+    sys.path.insert(0, str(HERE))
+    figures: dict[str, Any] = {}
+    for name in BENCHMARKS:
+        if not (HERE / f"{name}.py").is_file():
+            continue
+        started = time.perf_counter()
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        figures[name] = importlib.import_module(name).run()
+        figures[name]["benchmark_s"] = time.perf_counter() - started
+    return figures
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="also write the figures (JSON) here")
+    text = json.dumps(run_all(), indent=2)
+    arguments = parser.parse_args()
+    if arguments.out:
+        arguments.out.write_text(text + "\n")
+    print(text)

@@ -1,0 +1,427 @@
+"""Whole grading runs of misbehaving engines: a fault costs only the points it should, is named in
+the report, and never stops the report from being written or the rest of the bank from being
+graded, within a bounded time.
+
+The bank has three small exercises; only `b-tanh` uses tanh. Most engines are tiny with one fault
+that strikes only where tanh is used (tests/engines/faults.py), so `a-product` and the hidden
+`c-quotient` must come out exactly as they do for tiny itself, graded live in the same session,
+and `b-tanh` must lose exactly the checks the fault reaches. docs/security.md says what each of
+these tests stands for.
+"""
+
+import builtins
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy
+import pytest
+
+from grading_samples import read_results
+
+from gradcheck import key as answer_key
+from gradcheck.exercise import load_bank
+from gradcheck.grader import Grader
+from gradcheck.reports import WITHHELD
+from gradcheck.reports.gradescope import write_results_json
+from gradcheck.sandbox import Worker
+
+ENGINES = Path(__file__).parent / "engines"
+SEED = 11
+TIMEOUT = 2  # seconds per exercise in these runs
+MEMORY_MB = 256
+BOUND = 60  # seconds any one grading run may take here, cold start and a loaded machine included
+
+BANK = {
+    "a-product": """\
+id: a-product
+title: A product and an exponential
+topic: 02-backward
+points: 4
+inputs:
+  x: {value: 0.5, domain: {low: -2, high: 2}}
+  y: {value: -1.5, domain: {low: -2, high: 2}}
+program: |
+  z = x * y + x.exp()
+checks:
+  gradients: {points: [{x: 1.0, y: 2.0}]}
+  sampled: {count: 5}
+  graph: {names: [x, y, z]}
+  behaviour:
+    steps:
+      - backward: {retain_graph: true}
+        expect: [grad.x, grad.y]
+      - backward: {}
+        expect: [grad.x]
+""",
+    "b-tanh": """\
+id: b-tanh
+title: A tanh
+topic: 02-backward
+points: 3
+inputs:
+  x: {value: 0.3, domain: {low: -2, high: 2}}
+  y: {value: 0.8, domain: {low: -2, high: 2}}
+program: |
+  t = (x * y).tanh()
+  z = t + x
+checks:
+  gradients: {}
+  sampled: {count: 5}
+  graph: {names: [x, y, t, z]}
+""",
+    "c-quotient": """\
+id: c-quotient
+title: A quotient
+topic: 02-backward
+points: 2
+visibility: hidden
+inputs:
+  x: {value: 1.5, domain: {low: 0.5, high: 3}}
+  y: {value: 2.0, domain: {low: 0.5, high: 3}}
+program: |
+  z = x / y - y
+checks:
+  gradients: {}
+  sampled: {count: 5}
+""",
+}
+
+
+def write_bank(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in BANK.items():
+        (folder / f"{name}.exercise.yaml").write_text(text)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bank_dir(tmp_path_factory):
+    return write_bank(tmp_path_factory.mktemp("fault-bank"))
+
+
+@pytest.fixture(scope="module")
+def bank(bank_dir):
+    loaded = load_bank(bank_dir)
+    assert not loaded.broken
+    return loaded
+
+
+def armed(folder: Path, fault: str) -> Path:
+    """A submission: tiny with the fault `fault` of tests/engines/faults.py."""
+    path = folder / f"{fault}.py"
+    path.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom faults import arm\n"
+                    f"tensor, no_grad = arm({fault!r})\n")
+    return path
+
+
+def leftovers(submission: Path) -> list[int]:
+    """Live processes started for `submission` (its path is in every worker's command line, and
+    forks keep it), after giving killed ones a moment to go."""
+    found: list[int] = []
+    for _ in range(40):
+        found = []
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+                state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if str(submission).encode() in cmdline and state != b"Z":
+                found.append(int(name))
+        if not found:
+            break
+        time.sleep(0.05)
+    return found
+
+
+def run(submission: Path, bank, tmp_path: Path, **options):
+    """Grade; returns (report, seconds, results.json as read back and validated)."""
+    options = {"seed": SEED, "timeout": TIMEOUT, "memory_mb": MEMORY_MB, **options}
+    start = time.monotonic()
+    with Grader(submission, **options) as grader:
+        report = grader.grade_bank(bank)
+    elapsed = time.monotonic() - start
+    results = tmp_path / "results.json"
+    write_results_json(report, results)
+    return report, elapsed, read_results(results)
+
+
+def outcome(report) -> dict[tuple[str, str], tuple[str, float]]:
+    return {(r.exercise_id, r.check): (r.status, r.score) for r in report.results}
+
+
+@pytest.fixture(scope="module")
+def honest(bank, tmp_path_factory):
+    """tiny itself, graded live: what every check earns without a fault."""
+    report, _, _ = run(ENGINES / "tiny.py", bank, tmp_path_factory.mktemp("honest"))
+    assert all(r.status == "passed" for r in report.results), report.results
+    return report
+
+
+ALL = ("gradients", "sampled", "graph")
+GRADS = ("gradients", "sampled")
+FAULTS = [
+    # fault, the checks of b-tanh it costs, what the first of them says
+    ("hang_forward", ALL, "timed out after 2 s in the forward pass"),
+    ("hang_backward", ALL, "timed out after 2 s in backward()"),
+    ("spin_backward", ALL, "timed out after 2 s in backward()"),
+    ("os_exit", GRADS, "the engine exited with code 3 in backward()"),
+    ("sys_exit", GRADS, "the engine called sys.exit(3) in backward()"),
+    ("system_exit", GRADS, "the engine called sys.exit(grading is over) in backward()"),
+    ("keyboard_interrupt", GRADS, "the engine raised KeyboardInterrupt in backward()"),
+    ("forward_raises", ALL, "the engine raised KeyboardInterrupt in the forward pass"),
+    ("segfault", GRADS, "the engine crashed with signal SIGSEGV in backward()"),
+    ("memory", GRADS, f"the engine ran out of memory (limit {MEMORY_MB} MB) in backward()"),
+    ("output_flood", GRADS, "the engine printed more than 1 MB in backward()"),
+    ("fork_flood", GRADS, "the engine started more than 64 processes or threads in backward()"),
+    # 8 MB thread stacks count against the memory limit: the 33rd thread cannot start
+    ("thread_flood", GRADS, "can't start new thread"),
+    ("nan_grad", GRADS, "nan"),
+    ("inf_grad", GRADS, "inf"),
+    ("liar_grad", GRADS, ""),
+    ("string_grad", GRADS, "backward left x.grad as a str"),
+    ("bool_grad", GRADS, "backward left x.grad as a bool"),
+    ("huge_grad", GRADS, "x.grad has 10000000 elements; at most 100000 are expected"),
+    ("lying_list_grad", GRADS, "should be a number, not list"),
+    ("raising_grad", GRADS, "RuntimeError in read: this gradient cannot be read"),
+    ("tolist_raises", ALL, "ValueError in read: no list for you"),
+    ("tolist_liar", ALL, ""),
+    ("tolist_nan", ALL, "nan"),
+    ("tolist_string", ALL, "z.tolist() is a str, not a number"),
+    ("tolist_list", ALL, "should be a number, not list"),
+]
+
+
+@pytest.mark.parametrize("fault, costs, says", FAULTS, ids=[f[0] for f in FAULTS])
+def test_a_fault_costs_only_the_checks_it_reaches(fault, costs, says, bank, honest, tmp_path):
+    submission = armed(tmp_path, fault)
+    report, elapsed, data = run(submission, bank, tmp_path, worker={"max_tasks": 64})
+    expected = outcome(honest)
+    for check in costs:
+        expected[("b-tanh", check)] = ("failed", 0.0)
+    assert outcome(report) == expected
+    lost = sum(r.max_score for r in honest.results
+               if r.exercise_id == "b-tanh" and r.check in costs)
+    assert report.score == pytest.approx(honest.score - lost)
+    first = next(r for r in report.results if r.status == "failed")
+    assert says in first.message
+    # the report is complete: every check is a test, the hidden exercise's details withheld
+    assert data["score"] == pytest.approx(report.score) and len(data["tests"]) == 9
+    assert says in next(t["output"] for t in data["tests"] if t["status"] == "failed")
+    assert {t["output"] for t in data["tests"] if t["visibility"] == "hidden"} == {WITHHELD}
+    assert elapsed < BOUND
+    assert leftovers(submission) == []
+
+
+def test_a_liar_is_graded_on_the_float_it_stores(bank, tmp_path):
+    """The float subclass stores the right answer plus one and claims the right answer: the
+    grader reports what it stores."""
+    report, _, _ = run(armed(tmp_path, "liar_grad"), bank, tmp_path)
+    with Grader(ENGINES / "tiny.py") as grader:
+        request = {"kind": "gradients", "program": bank.exercises[1].program.spec(),
+                   "points": [{"x": 0.3, "y": 0.8}], "requires_grad": ["x", "y"]}
+        right = grader.worker.request(request, timeout=10)["results"][0]["grads"]
+    with Worker(armed(tmp_path, "liar_grad")) as worker:
+        stored = worker.request(request, timeout=10)["results"][0]["grads"]
+    assert stored == {name: value + 1.0 for name, value in right.items()}
+    assert [r.status for r in report.results if r.exercise_id == "b-tanh"][:2] == ["failed"] * 2
+
+
+@pytest.mark.parametrize("source, says", [
+    ("import time\ntime.sleep(3600)\n", "timed out after 2 s while importing the submission"),
+    ("import os\nos._exit(0)\n", "the engine exited with code 0 while importing the submission"),
+    ("import ctypes\nctypes.string_at(0)\n", "the engine crashed with signal SIGSEGV while "
+                                              "importing the submission"),
+    ("raise SystemExit(0)\n", "the submission could not be imported: SystemExit: 0"),
+], ids=["hang", "os_exit", "segfault", "system_exit"])
+def test_a_submission_that_dies_while_imported_gets_a_report_that_says_so(source, says, bank,
+                                                                          tmp_path):
+    submission = tmp_path / "engine.py"
+    submission.write_text(source)
+    report, elapsed, data = run(submission, bank, tmp_path, worker={"import_timeout": 2})
+    assert len(report.results) == 9 and report.score == 0
+    assert {r.message for r in report.results} == {says}
+    assert says in report.import_error
+    assert says in data["output"] and data["score"] == 0
+    assert elapsed < 2 + 10  # the import is tried once, not once per exercise
+    assert leftovers(submission) == []
+
+
+def test_a_daemon_the_engine_leaves_behind_is_killed_with_it(bank, honest, tmp_path):
+    """The engine daemonises a process the classic way (double fork, setsid) in b-tanh's
+    backward; it would write a marker 3 s later. It does not outlive the grading run."""
+    submission = armed(tmp_path, "escape")
+    report, _, _ = run(submission, bank, tmp_path)
+    assert outcome(report) == outcome(honest)  # nothing else is wrong with this engine
+    assert leftovers(submission) == []
+    time.sleep(3.5)
+    assert not (tmp_path / "escaped.marker").exists()
+
+
+def test_a_derivative_right_only_at_the_listed_points_is_caught_by_sampled_points(bank, honest,
+                                                                                  tmp_path):
+    expected = outcome(honest)
+    expected[("b-tanh", "sampled")] = ("failed", 0.0)
+    for seed in (1, 2, 3):  # whichever points are drawn
+        report, _, _ = run(ENGINES / "listed_only.py", bank, tmp_path, seed=seed)
+        assert outcome(report) == expected
+
+
+def test_monkeypatched_comparison_helpers_gain_no_point(bank, honest, tmp_path):
+    """D's monkeypatch engine doubles every gradient and patches math.isclose, numpy's allclose
+    and testing, pytest.approx, abs and round in its own process."""
+    report, _, _ = run(ENGINES / "monkeypatch.py", bank, tmp_path)
+    expected = {key: ("passed", score) if key[1] == "graph" else ("failed", 0.0)
+                for key, (_, score) in outcome(honest).items()}
+    assert outcome(report) == expected
+    assert not math.isclose(1.0, 2.0) and not numpy.allclose(1.0, 2.0)
+    assert builtins.abs(-1.0) == 1.0 and builtins.round(1.4) == 1
+    assert 2.0 != pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_monkeypatching_torch_in_the_worker_gains_no_point(bank, honest, tmp_path):
+    submission = tmp_path / "engine.py"
+    submission.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
+                          "from monkeypatch import tensor, no_grad\n"
+                          "import torch, torch.testing\n"
+                          "torch.allclose = torch.equal = lambda *args, **kwargs: True\n"
+                          "torch.testing.assert_close = lambda *args, **kwargs: None\n"
+                          "torch.Tensor.__eq__ = lambda self, other: torch.tensor(True)\n")
+    report, _, _ = run(submission, bank, tmp_path, memory_mb=1024, timeout=30)
+    expected = {key: ("passed", score) if key[1] == "graph" else ("failed", 0.0)
+                for key, (_, score) in outcome(honest).items()}
+    assert outcome(report) == expected
+    import torch
+
+    assert not torch.allclose(torch.tensor(1.0), torch.tensor(2.0))
+
+
+# --- answer keys: a worker without torch and jax -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def key_file(bank, tmp_path_factory):
+    path = tmp_path_factory.mktemp("key") / "key.json"
+    answer_key.build(bank, SEED, path)
+    return path
+
+
+@pytest.mark.parametrize("module", ["torch", "jax", "jaxlib.xla_client"])
+def test_a_submission_graded_from_a_key_cannot_import_torch_or_jax(module, bank, key_file,
+                                                                   tmp_path):
+    submission = tmp_path / "engine.py"
+    submission.write_text(f"import {module}\n")
+    report, _, data = run(submission, bank, tmp_path, key=key_file)
+    assert report.score == 0
+    assert report.results[0].message.startswith(
+        f"the submission could not be imported: ModuleNotFoundError: a submission cannot import "
+        f"{module} here")
+    assert "write the engine without them" in data["output"]
+
+
+def test_an_engine_without_torch_is_graded_from_a_key_as_live(bank, honest, key_file, tmp_path):
+    report, _, _ = run(ENGINES / "tiny.py", bank, tmp_path, key=key_file)
+    assert outcome(report) == outcome(honest)
+
+
+# --- the grader's own files ---------------------------------------------------------------------
+
+VANDAL = """\
+import json, os, sys
+sys.path.append({engines!r})
+from monkeypatch import tensor, no_grad  # doubles every gradient
+
+# What a submission can learn of the grader: its command line.
+argv = open(f"/proc/{{os.getppid()}}/cmdline", "rb").read().decode().split("\\0")
+results = argv[argv.index("--results-json") + 1]
+bank = argv[argv.index("--exercises") + 1]
+FORGED = {{"score": 1000, "output": "forged", "tests": []}}
+
+
+def vandalise():
+    with open(results, "w") as f:
+        json.dump(FORGED, f)
+    for name in os.listdir(bank):
+        with open(os.path.join(bank, name), "w") as f:
+            f.write("id: forged\\npoints: 1000\\n")
+
+
+vandalise()  # while being imported
+_backward = tensor(1.0).__class__.backward
+
+
+def backward(self, gradient=None, retain_graph=False):
+    vandalise()  # and in every backward
+    return _backward(self, gradient, retain_graph)
+
+
+tensor(1.0).__class__.backward = backward
+"""
+
+
+def grade_command(submission: Path, bank_dir: Path, results: Path, *more: str) -> list[str]:
+    return [sys.executable, "-m", "gradcheck", "grade", str(submission), "--exercises",
+            str(bank_dir), "--results-json", str(results), "--seed", str(SEED), "--quiet", *more]
+
+
+@pytest.mark.slow
+def test_writing_the_results_file_or_the_bank_changes_nothing_in_the_run(honest, tmp_path):
+    """The engine learns the results path and the bank from the grader's command line and
+    overwrites both, while being imported and in every backward. The bank was read before the
+    submission ran, and results.json is written last, by the grader."""
+    bank_dir = write_bank(tmp_path / "bank")
+    submission = tmp_path / "vandal.py"
+    submission.write_text(VANDAL.format(engines=str(ENGINES)))
+    results = tmp_path / "out" / "results.json"
+    results.parent.mkdir()
+    run = subprocess.run(grade_command(submission, bank_dir, results), capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    data = read_results(results)
+    # what monkeypatch earns: the graph checks, nothing that reads a gradient
+    graph = sum(r.score for r in honest.results if r.check == "graph")
+    assert data["score"] == pytest.approx(graph) and "forged" not in data["output"]
+    assert sum(t["max_score"] for t in data["tests"]) == pytest.approx(honest.max_score)
+    # The vandalism itself happened: a later run would read the forged files (docs/security.md)
+    assert (bank_dir / "a-product.exercise.yaml").read_text().startswith("id: forged")
+
+
+@pytest.mark.slow
+def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
+    """SIGKILL `gradcheck grade` while b-tanh hangs: results.json holds a-product, marked
+    unfinished, and the worker dies with the grader."""
+    bank_dir = write_bank(tmp_path / "bank")
+    submission = armed(tmp_path, "hang_backward")
+    results = tmp_path / "results.json"
+    grader = subprocess.Popen(grade_command(submission, bank_dir, results, "--timeout", "60"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if results.exists() and any(t["name"].endswith("(a-product)")
+                                        for t in json.loads(results.read_text())["tests"]):
+                break
+            time.sleep(0.1)
+        time.sleep(1)  # well inside b-tanh's hanging backward
+        assert grader.poll() is None
+        grader.send_signal(signal.SIGKILL)
+        grader.wait(timeout=30)
+    finally:
+        grader.kill()
+    data = read_results(results)
+    assert data["output"].startswith("Grading did not finish")
+    assert {t["name"].rsplit("(", 1)[1] for t in data["tests"]} == {"a-product)"}
+    assert all(t["status"] == "passed" for t in data["tests"])
+    assert leftovers(submission) == []
+
+
+# --- the worker as another user -----------------------------------------------------------------
