@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from gradcheck import yamlsrc
 from gradcheck.ops import Interval
+from gradcheck.probe import ACTIONS, EXPECT_KINDS
 from gradcheck.program import MAX_VECTOR, Program, ProgramError, parse
 from gradcheck.strategies import allowed, draw
 from gradcheck.strategies import points as sampled_points
@@ -38,8 +39,6 @@ from gradcheck.strategies import points as sampled_points
 SUFFIX = ".exercise.yaml"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "exercise.schema.json"
 SCHEMA_COMMENT = "# yaml-language-server: $schema="
-ACTIONS = ("forward", "backward", "zero_grad", "retain_grad", "detach", "requires_grad", "sgd")
-EXPECT_KINDS = ("grad", "value", "requires_grad", "is_leaf", "grad_fn")
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 EXPECT_PATTERN = rf"^({'|'.join(EXPECT_KINDS)})\.[A-Za-z][A-Za-z0-9_]*$"

@@ -184,7 +184,9 @@ def table(w: Walk, found: Mapping[int, Any] | None = None,
     for i in w.backward_order():
         node = w.node(i)
         edges = w.edges(i)
-        slopes = [f"d/d{_operand(w, e.arg)} = {number_text(e.slope)}" for e in edges]
+        twice = {a for a in node.args if node.args.count(a) > 1}
+        slopes = [f"d/d{_operand(w, e.arg)}{(' (left)', ' (right)')[e.slot] * (e.arg in twice)}"
+                  f" = {number_text(e.slope)}" for e in edges]
         passes = [f"{number_text(e.passed)} to {w.label(e.arg)}" for e in edges]
         if node.op == "input":
             passes = [f"{node.name}.grad = {number_text(w.grads[i])}"]

@@ -13,11 +13,9 @@ import builtins
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -189,7 +187,7 @@ FAULTS = [
     ("liar_grad", GRADS, ""),
     ("string_grad", GRADS, "backward left x.grad as a str"),
     ("bool_grad", GRADS, "backward left x.grad as a bool"),
-    ("huge_grad", GRADS, "x.grad has 10000000 elements; at most 100000 are expected"),
+    ("huge_grad", GRADS, "x.grad has 1000000 elements; at most 100000 are expected"),
     ("lying_list_grad", GRADS, "should be a number, not list"),
     ("raising_grad", GRADS, "RuntimeError in read: this gradient cannot be read"),
     ("tolist_raises", ALL, "ValueError in read: no list for you"),
@@ -221,20 +219,6 @@ def test_a_fault_costs_only_the_checks_it_reaches(fault, costs, says, bank, hone
     assert leftovers(submission) == []
 
 
-def test_a_liar_is_graded_on_the_float_it_stores(bank, tmp_path):
-    """The float subclass stores the right answer plus one and claims the right answer: the
-    grader reports what it stores."""
-    report, _, _ = run(armed(tmp_path, "liar_grad"), bank, tmp_path)
-    with Grader(ENGINES / "tiny.py") as grader:
-        request = {"kind": "gradients", "program": bank.exercises[1].program.spec(),
-                   "points": [{"x": 0.3, "y": 0.8}], "requires_grad": ["x", "y"]}
-        right = grader.worker.request(request, timeout=10)["results"][0]["grads"]
-    with Worker(armed(tmp_path, "liar_grad")) as worker:
-        stored = worker.request(request, timeout=10)["results"][0]["grads"]
-    assert stored == {name: value + 1.0 for name, value in right.items()}
-    assert [r.status for r in report.results if r.exercise_id == "b-tanh"][:2] == ["failed"] * 2
-
-
 @pytest.mark.parametrize("source, says", [
     ("import time\ntime.sleep(3600)\n", "timed out after 2 s while importing the submission"),
     ("import os\nos._exit(0)\n", "the engine exited with code 0 while importing the submission"),
@@ -249,8 +233,9 @@ def test_a_submission_that_dies_while_imported_gets_a_report_that_says_so(source
     report, elapsed, data = run(submission, bank, tmp_path, worker={"import_timeout": 2})
     assert len(report.results) == 9 and report.score == 0
     assert {r.message for r in report.results} == {says}
-    assert says in report.import_error
-    assert says in data["output"] and data["score"] == 0
+    assert report.import_error  # the traceback, or what happened instead
+    assert ("Your submission could not be imported:\n\n" + report.import_error) in data["output"]
+    assert data["score"] == 0
     assert elapsed < 2 + 10  # the import is tried once, not once per exercise
     assert leftovers(submission) == []
 
@@ -315,11 +300,13 @@ def key_file(bank, tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("module", ["torch", "jax", "jaxlib.xla_client"])
-def test_a_submission_graded_from_a_key_cannot_import_torch_or_jax(module, bank, key_file,
-                                                                   tmp_path):
+@pytest.mark.parametrize("statement, module", [
+    ("import torch", "torch"), ("from jax import numpy", "jax"),
+    ("import jaxlib.xla_client", "jaxlib")])
+def test_a_submission_graded_from_a_key_cannot_import_torch_or_jax(statement, module, bank,
+                                                                   key_file, tmp_path):
     submission = tmp_path / "engine.py"
-    submission.write_text(f"import {module}\n")
+    submission.write_text(statement + "\n")
     report, _, data = run(submission, bank, tmp_path, key=key_file)
     assert report.score == 0
     assert report.results[0].message.startswith(

@@ -165,7 +165,7 @@ GRADS = {
     "inf_grad": lambda g: math.inf,
     "liar_grad": _Liar,
     "string_grad": str,
-    "huge_grad": lambda g: [g] * 10_000_000,
+    "huge_grad": lambda g: [g] * 1_000_000,
     "lying_list_grad": lambda g: _LyingList([g + 1.0]),
     "raising_grad": lambda g: _RaisingList(),
     "bool_grad": lambda g: True,

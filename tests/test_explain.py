@@ -1,0 +1,173 @@
+"""`gradcheck explain` and the graph pictures, on the seed texts' worked examples.
+
+The golden tables hold the seed texts' hand-derived walks: for z = 2x^2 + 1 at x = 3 the local
+slopes 1, 2 and 6 multiply to x.grad = 12; for L = a*b + b^2 at a = 2, b = 4, dL/da = b = 4 and
+dL/db = a + 2b = 2 + 8 = 10.
+"""
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gradcheck import cli, drawing
+from gradcheck.exercise import load_exercise
+from gradcheck.walk import walk
+
+ENGINES = Path(__file__).parent / "engines"
+
+SEED_Z = """\
+node           operation     value  local slope       gradient in  gradient out
+z = 2 * y + 1  AddBackward0  19.0   d/d(2 * y) = 1.0  1.0          1.0 to `2 * y`
+2 * y          MulBackward0  18.0   d/dy = 2.0        1.0          2.0 to y
+y = x ** 2     PowBackward0  9.0    d/dx = 6.0        2.0          12.0 to x
+x              input         3.0                      12.0         x.grad = 12.0
+
+x.grad = 12.0 = 1.0 × 2.0 × 6.0 (along z -> `2 * y` -> y -> x)
+"""
+
+SEED_LOSS = """\
+node                operation     value  local slope        gradient in       gradient out
+L = a * b + b ** 2  AddBackward0  24.0   d/d(a * b) = 1.0   1.0               1.0 to `a * b`
+                                         d/d(b ** 2) = 1.0                    1.0 to `b ** 2`
+b ** 2              PowBackward0  16.0   d/db = 8.0         1.0               8.0 to b
+a * b               MulBackward0  8.0    d/da = 4.0         1.0               4.0 to a
+                                         d/db = 2.0                           2.0 to b
+b                   input         4.0                       8.0 + 2.0 = 10.0  b.grad = 10.0
+a                   input         2.0                       4.0               a.grad = 4.0
+
+b.grad = 10.0 = 1.0 × 2.0 (along L -> `a * b` -> b)
+    + 1.0 × 8.0 (along L -> `b ** 2` -> b)
+a.grad = 4.0 = 1.0 × 4.0 (along L -> `a * b` -> a)
+"""
+
+
+@pytest.fixture
+def seed_z(tmp_path: Path) -> Path:
+    path = tmp_path / "seed-z.exercise.yaml"  # x's value is not 3: --at sets it
+    path.write_text("id: seed-z\ntitle: z = 2x^2 + 1\ntopic: explain\npoints: 1\n"
+                    "inputs:\n  x: {value: 1.0}\n"
+                    "program: |\n  y = x ** 2\n  z = 2 * y + 1\n"
+                    "checks:\n  gradients: {}\n")
+    return path
+
+
+@pytest.fixture
+def seed_loss(tmp_path: Path) -> Path:
+    path = tmp_path / "seed-loss.exercise.yaml"
+    path.write_text("id: seed-loss\ntitle: L = a*b + b^2\ntopic: explain\npoints: 1\n"
+                    "inputs:\n  a: {value: 2.0}\n  b: {value: 4.0}\n"
+                    "program: |\n  L = a * b + b ** 2\n"
+                    "checks:\n  gradients: {}\n")
+    return path
+
+
+def explain(capsys, *argv: str) -> tuple[int, str, str]:
+    status = cli.main(["explain", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def table_and_products(out: str) -> str:
+    return out[out.index("node "):]
+
+
+def test_the_walk_of_z_at_3_multiplies_slopes_1_2_6_into_12(capsys, seed_z):
+    status, out, _ = explain(capsys, seed_z, "--at", "x=3")
+    assert status == 0
+    assert "At x=3.0, z = 19.0." in out
+    assert table_and_products(out) == SEED_Z
+
+
+def test_the_walk_of_the_loss_adds_two_paths_into_b(capsys, seed_loss):
+    status, out, _ = explain(capsys, seed_loss)
+    assert status == 0
+    assert table_and_products(out) == SEED_LOSS
+
+
+def test_an_exercise_of_the_bundled_bank_is_found_by_id(capsys):
+    status, out, _ = explain(capsys, "chain-rule-z", "--at", "x=3")
+    assert status == 0
+    assert "x.grad = 12.0 = 1.0 × 2.0 × 6.0" in out
+
+
+def test_the_sum_over_paths_of_slope_products_is_the_gradient():
+    exercise = load_exercise(Path(__file__).parent / "data" / "bank"
+                             / "good-two-inputs.exercise.yaml")
+    truth = walk(exercise.program, exercise.values, exercise.grad_names)
+    from gradcheck.explain import _paths
+
+    for i in truth.backward_order():
+        if truth.node(i).op == "input":
+            total = sum(_product(e.slope for _, e in path) for path in _paths(truth, i))
+            assert total == pytest.approx(truth.grads[i], rel=1e-12)
+
+
+def _product(numbers) -> float:
+    result = 1.0
+    for n in numbers:
+        result *= n
+    return result
+
+
+def test_a_submission_is_shown_beside_torch_and_its_bug_marked(capsys, seed_z, tmp_path):
+    engine = tmp_path / "engine_mul.py"
+    engine.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom mutant import load\n"
+                      "_engine = load('mul')\ntensor, no_grad = _engine.tensor, _engine.no_grad\n")
+    status, out, _ = explain(capsys, seed_z, "--at", "x=3", "--submission", engine)
+    assert status == 1
+    marked = [line for line in out.splitlines() if line.endswith("<- departs here")]
+    assert len(marked) == 1 and marked[0].startswith("2 * y ")
+    assert ("At x=3.0, the backward of `2 * y` (MulBackward0, line 2) passed 9.0 to y; it "
+            "should pass 2.0.") in out
+
+
+def test_a_correct_submission_agrees_at_every_node(capsys, seed_loss):
+    status, out, _ = explain(capsys, seed_loss, "--submission", "reference")
+    assert status == 0
+    assert "reference agrees with torch at every node." in out
+    assert "<- departs here" not in out
+
+
+def test_bad_arguments_say_what_to_do(capsys, seed_z):
+    status, _, err = explain(capsys, seed_z, "--at", "v=1")
+    assert status == 2 and "NAME one of the inputs x" in err
+    status, _, err = explain(capsys, "no-such-exercise")
+    assert status == 2 and "no exercise 'no-such-exercise' in the bundled bank" in err
+    status, _, err = explain(capsys, seed_z, "--graph", seed_z.with_suffix(".pdf"))
+    assert status == 2 and "give a file ending in .svg, .png or .dot" in err
+
+
+def test_an_svg_graph_is_valid_xml_with_every_node(capsys, seed_z, tmp_path):
+    picture = tmp_path / "z.svg"
+    status, _, _ = explain(capsys, seed_z, "--at", "x=3", "--graph", picture)
+    assert status == 0
+    root = ET.parse(picture).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = {t.text for t in root.iter("{http://www.w3.org/2000/svg}text")}
+    assert {"z = 2 * y + 1", "MulBackward0", "y = x ** 2", "grad 12.0"} <= texts
+
+
+def test_a_png_graph_marks_the_diverging_node(capsys, seed_z, tmp_path):
+    engine = tmp_path / "engine_pow.py"
+    engine.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom mutant import load\n"
+                      "_engine = load('pow')\ntensor, no_grad = _engine.tensor, _engine.no_grad\n")
+    picture, source = tmp_path / "z.png", tmp_path / "z.dot"
+    explain(capsys, seed_z, "--at", "x=3", "--submission", engine, "--graph", picture)
+    explain(capsys, seed_z, "--at", "x=3", "--submission", engine, "--graph", source)
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    marked = [line for line in source.read_text().splitlines() if "departs here" in line]
+    assert len(marked) == 1 and "y = x ** 2" in marked[0] and "#c0392b" in marked[0]
+
+
+def test_without_dot_a_dot_file_is_written_and_pictures_say_what_to_install(
+        capsys, seed_z, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))
+    source = tmp_path / "z.dot"
+    status, _, _ = explain(capsys, seed_z, "--graph", source)
+    assert status == 0
+    assert source.read_text().startswith("digraph gradcheck {")
+    status, _, err = explain(capsys, seed_z, "--graph", tmp_path / "z.svg")
+    assert status == 2
+    assert drawing.NO_DOT in err
+    assert not (tmp_path / "z.svg").exists()
