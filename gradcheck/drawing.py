@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from gradcheck.localise import Finding
+from gradcheck.localise import Finding, observed_text
 from gradcheck.walk import Walk, number_text
 
 FORMATS = {".svg": "svg", ".png": "png", ".dot": None}
@@ -49,8 +49,8 @@ def dot_source(w: Walk, found: Mapping[int, Any] | None = None,
                  w.grad_fn(i) or "input",
                  f"value {number_text(w.values[i])}", f"grad {number_text(w.grads[i])}"]
         if found is not None:
-            lines += [f"yours: value {_shown(found[i]['value'])}",
-                      f"yours: grad {_shown(found[i]['grad'])}"]
+            lines += [f"yours: value {observed_text(found[i]['value'])}",
+                      f"yours: grad {observed_text(found[i]['grad'])}"]
         style = {"shape": "ellipse"} if node.op == "input" else {"shape": "box",
                                                                   "style": "rounded"}
         if i == bad_node:
@@ -93,8 +93,3 @@ def draw(w: Walk, path: str | Path, found: Mapping[int, Any] | None = None,
     path.write_bytes(picture)
     return path
 
-
-def _shown(x: Any) -> str:
-    if isinstance(x, dict):
-        return f"error ({(x.get('error') or {}).get('type', '?')})"
-    return number_text(x)

@@ -32,7 +32,8 @@ from gradcheck.program import Program, parse
 from gradcheck.walk import Edge, Walk, WalkError, number_text, pair_text, trace_request, walk
 
 Ask = Callable[[dict[str, Any]], Any]  # a request -> the reply, or a sandbox Failure
-#: operations run on their own when the submission's trace has no gradients inside the graph.
+#: operations run on their own in one request (the suspects, or, when the submission's trace has
+#: no gradients inside the graph, those nearest the output).
 MAX_ALONE = 100
 
 
@@ -82,13 +83,14 @@ def locate(program: Program, point: Mapping[str, Any], requires_grad: Sequence[s
 def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | None:
     for i in w.needed():
         got = found[i]["value"]
-        if _same(got, w.values[i], tol):
+        if same_numbers(got, w.values[i], tol):
             continue
         node = w.node(i)
         shown, want = _pair(got, w.values[i])
         if node.op == "input":
-            message = (f"{_at(w)}the input {node.name} holds {shown}; it was made by "
-                       f"tensor({want}, requires_grad=...), so it should hold {want}.")
+            message = (f"{_at(w)}the input {node.name} holds {shown} once tensor("
+                       f"{_exact(w.values[i])}) made it; it should hold exactly the number it "
+                       "was given (in float64).")
         else:
             message = (f"{_at(w)}the forward of {_where(w, i)} gives {shown}; torch gives {want} "
                        f"from the same operands ({_operands(w, i)}).")
@@ -104,7 +106,7 @@ def _backward(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Fi
         return _alone(w, found, ask, tol)
     for i in w.backward_order():
         got = found[i]["grad"]
-        if _same(got, w.grads[i], tol):
+        if same_numbers(got, w.grads[i], tol):
             continue
         if i == w.output:
             shown, want = _pair(got, w.grads[i])
@@ -117,10 +119,12 @@ def _backward(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Fi
 def _blame(w: Walk, i: int, got: Any, ask: Ask, tol: Tolerance) -> Finding | None:
     """Node i got a wrong gradient from consumers whose own gradients are right."""
     edges = w.consumers(i)
-    alone = passed_alone(w, sorted({c for c, _ in edges}, reverse=True), ask)
+    if not edges:
+        return None
+    alone = passed_alone(w, sorted({c for c, _ in edges}, reverse=True)[:MAX_ALONE], ask)
     for c, e in edges:
         key = (c, e.slot)
-        if key in alone and not _same(alone[key], e.passed, tol):
+        if key in alone and not same_numbers(alone[key], e.passed, tol):
             return _wrong_edge(w, c, e, got if len(edges) == 1 else alone[key], "backward")
     if len(edges) == 1:
         c, e = edges[0]
@@ -147,11 +151,11 @@ def _alone(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Findi
     alone = passed_alone(w, candidates, ask)
     for c in candidates:
         for e in w.edges(c):
-            if (c, e.slot) in alone and not _same(alone[(c, e.slot)], e.passed, tol):
+            if (c, e.slot) in alone and not same_numbers(alone[(c, e.slot)], e.passed, tol):
                 return _wrong_edge(w, c, e, alone[(c, e.slot)], "alone")
     every_one_ran = len(operations) <= MAX_ALONE and all(
         (c, e.slot) in alone for c in operations for e in w.edges(c))
-    inputs_wrong = any(not _same(found[i]["grad"], w.grads[i], tol)
+    inputs_wrong = any(not same_numbers(found[i]["grad"], w.grads[i], tol)
                        for i in w.backward_order() if w.node(i).op == "input")
     if not (every_one_ran and inputs_wrong):
         return None
@@ -199,7 +203,7 @@ def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]],
     shown, want = _pair(got, w.grads[i])
     parts = [f"`{w.node(c).text}` ({w.grad_fn(c)}) passes {number_text(e.passed)}"
              for c, e in edges]
-    only = [c for c, e in edges if _same(got, e.passed, tol)]
+    only = [c for c, e in edges if same_numbers(got, e.passed, tol)]
     tail = f"; {shown} is only what `{w.node(only[0]).text}` passed" if only else ""
     return Finding("accumulate", i, "\n".join([
         f"{_at(w)}backward() did not add up the {len(edges)} gradients that reach {label}: "
@@ -321,7 +325,9 @@ def _exact(value: Any) -> str:
 
 def _where(w: Walk, i: int) -> str:
     node = w.node(i)
-    return f"`{node.text}` ({w.grad_fn(i) or node.op}, line {node.line})"
+    several = len(w.program.source.strip().splitlines()) > 1
+    line = f", line {node.line} of the program" if several else ""
+    return f"`{node.text}` ({w.grad_fn(i) or node.op}{line})"
 
 
 def _operand(w: Walk, c: int, e: Edge) -> str:
@@ -336,10 +342,16 @@ def _operands(w: Walk, i: int) -> str:
     return ", ".join(f"{w.label(a)} = {number_text(w.values[a])}" for a in args)
 
 
+def observed_text(x: Any) -> str:
+    """A value read from a submission: a number, a list, None, or the error reading it raised."""
+    if isinstance(x, dict):
+        return f"an error ({(x.get('error') or {}).get('type', 'Error')})"
+    return number_text(x)
+
+
 def _pair(found: Any, expected: Any) -> tuple[str, str]:
     if isinstance(found, dict):
-        error = found.get("error") or {}
-        return f"an error ({error.get('type', 'Error')})", number_text(expected)
+        return observed_text(found), number_text(expected)
     if found is None:
         return "nothing (None)", number_text(expected)
     return pair_text(found, expected)
@@ -350,7 +362,7 @@ def _is_numbers(x: Any) -> bool:
                                                                    for v in x)
 
 
-def _same(found: Any, expected: Any, tol: Tolerance) -> bool:
+def same_numbers(found: Any, expected: Any, tol: Tolerance) -> bool:
     """Plain JSON numbers equal within `tol`; None only equals None."""
     if found is None or expected is None:
         return found is None and expected is None

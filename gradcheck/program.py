@@ -21,9 +21,12 @@ from gradcheck.ops import BINARY_BY_SYMBOL, CALLABLE, OPS, REDUCTION, Op, fold_c
 
 MAX_SOURCE_CHARS = 20_000
 MAX_NODES = 200_000
+MAX_STATEMENTS = 1_000_000  # statements run, loops unrolled (`y = x` adds no node)
 MAX_CONSTANT = 1e12
 MAX_VECTOR = 100_000
 
+_TOO_DEEP = ("an expression is nested too deeply to read; split it into several assignments, "
+             "like `a = x + x` then `b = a + x`")
 _AST_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
 _OTHER_OPERATORS = {ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@", ast.BitXor: "^",
                     ast.BitOr: "|", ast.BitAnd: "&", ast.LShift: "<<", ast.RShift: ">>",
@@ -91,6 +94,8 @@ def parse(source: str, inputs: Mapping[str, int | None], output: str | None = No
     except SyntaxError as exc:
         raise ProgramError(f"not valid syntax: {exc.msg}", exc.lineno or 1,
                            exc.offset or 1) from None
+    except (RecursionError, MemoryError):  # Python's parser gives up on very deep expressions
+        raise ProgramError(_TOO_DEEP) from None
     return _Parser(source, inputs).program(tree, output)
 
 
@@ -106,6 +111,7 @@ class _Parser:
         self.nodes: list[Node] = []
         self.names: dict[str, int] = {}
         self.last_assigned: str | None = None
+        self.statements = 0  # statements run so far, loops unrolled
         self.texts: dict[int, str] = {}
         for name, size in self.inputs.items():
             if not name.isidentifier() or name.startswith("_"):
@@ -134,8 +140,16 @@ class _Parser:
 
     def _statements(self, body: Sequence[ast.stmt]) -> None:
         for stmt in body:
+            # Counted as run, so nested loops over statements that add no node (`y = x`) end.
+            self.statements += 1
+            if self.statements > MAX_STATEMENTS:
+                raise _error(stmt, f"the program unrolls to more than {MAX_STATEMENTS} "
+                                   "statements; use fewer or shorter loops")
             if isinstance(stmt, ast.Assign):
-                self._assign(stmt)
+                try:
+                    self._assign(stmt)
+                except RecursionError:  # an expression nested deeper than Python recurses
+                    raise _error(stmt, _TOO_DEEP) from None
             elif isinstance(stmt, ast.For):
                 self._loop(stmt)
             else:

@@ -30,8 +30,11 @@ Path = tuple[str | int, ...]
 
 #: A file that unrolls (through aliases) into more nodes than this is refused.
 MAX_NODES = 200_000
+#: Lists and mappings nested deeper than this are refused (reading them recurses).
+MAX_DEPTH = 100
 
 _TAG = "tag:yaml.org,2002:"
+_TOO_DEEP = f"values are nested more than {MAX_DEPTH} deep; flatten the file"
 _SCALARS = ("str", "int", "float", "bool", "null")
 _INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
 _FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
@@ -60,6 +63,17 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver12):
         Parser.__init__(self)
         Composer.__init__(self)
         Resolver12.__init__(self)
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise YamlError(_TOO_DEEP, mark.line + 1, mark.column + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 class YamlError(ValueError):
@@ -179,6 +193,8 @@ class _Builder:
             return _scalar(node)
         if id(node) in self.open:
             raise _error(node, "an alias refers to a value that contains it; remove the cycle")
+        if len(self.open) >= MAX_DEPTH:  # aliases can nest deeper than the text does
+            raise _error(node, _TOO_DEEP)
         self.open.add(id(node))
         try:
             if isinstance(node, yaml.SequenceNode):

@@ -95,8 +95,8 @@ def test_the_message_gives_the_slope_and_what_should_arrive(tmp_path):
     message = graded(tmp_path, submission(tmp_path, "mul"), "y = x ** 2\nz = 2 * y + 1",
                      {"x": 3.0})
     first, second = message.splitlines()[:2]
-    assert first == ("At x=3.0, the backward of `2 * y` (MulBackward0, line 2) passed 9.0 to y; "
-                     "it should pass 2.0.")
+    assert first == ("At x=3.0, the backward of `2 * y` (MulBackward0, line 2 of the program) "
+                     "passed 9.0 to y; it should pass 2.0.")
     assert "the local slope of 2 * y with respect to y is 2.0" in second
     assert "y should receive 2.0 × 1.0 = 2.0" in second
 
@@ -113,7 +113,7 @@ def test_without_retain_grad_each_operation_runs_alone(tmp_path):
     message = graded(tmp_path, submission(tmp_path, "mul", "no_retain_grad"),
                      "y = x ** 2\nz = 2 * y + 1", {"x": 3.0})
     first = message.splitlines()[0]
-    assert "the backward of `2 * y` (MulBackward0, line 2), run on its own" in first
+    assert "the backward of `2 * y` (MulBackward0, line 2 of the program), run on its own" in first
     assert "retain_grad() does not work" in message
 
 
@@ -129,7 +129,7 @@ def test_a_node_that_passes_on_its_gradient_too_early_is_named(tmp_path):
     message = graded(tmp_path, ENGINES / "recursive_backward.py", "y = x.exp()\nz = y * y",
                      {"x": 0.5})
     first = message.splitlines()[0]
-    assert "the backward of `x.exp()` (ExpBackward0, line 1)" in first
+    assert "the backward of `x.exp()` (ExpBackward0, line 1 of the program)" in first
     assert "before all of its gradient had arrived" in message
 
 
