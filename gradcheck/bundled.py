@@ -1,8 +1,10 @@
-"""Where the bundled exercise bank and reference engine are, in a checkout or once installed.
+"""Where the bundled exercise bank, reference engine and student starter are, in a checkout or
+once installed.
 
-In a checkout they are the top-level `exercises/` and `reference/` folders; an installed wheel
-carries the same folders as the packages `gradcheck._bank` and `gradcheck._reference` (see
-pyproject.toml), so `pip install gradcheck` then `gradcheck grade reference` works anywhere.
+In a checkout they are the top-level `exercises/`, `reference/` and `examples/starter/` folders;
+an installed wheel carries the same folders as the packages `gradcheck._bank`,
+`gradcheck._reference` and `gradcheck._starter` (see pyproject.toml), so `pip install gradcheck`
+then `gradcheck grade reference` works anywhere.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ def bank_dir() -> Path:
 def reference_path() -> Path:
     """The folder (package) of the bundled reference engine."""
     return _locate("reference", "gradcheck._reference")
+
+
+def starter_path() -> Path:
+    """The folder of the student starter engine, which `gradcheck init` copies into a course."""
+    return _locate("examples/starter", "gradcheck._starter")
 
 
 def _locate(folder: str, package: str) -> Path:

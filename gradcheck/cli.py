@@ -18,10 +18,11 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gradcheck import __version__, batch, explain, key, validate
+from gradcheck import __version__, batch, bundle, course, explain, key, validate
 from gradcheck.bundled import bank_dir
 from gradcheck.exercise import ORACLES, ExerciseError, load_bank
 from gradcheck.grader import DEFAULT_MEMORY_MB, Grader, GraderError, resolve_submission
+from gradcheck.reports import github
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
 from gradcheck.reports.junit import write_junit
 from gradcheck.reports.markdown import write_markdown
@@ -76,6 +77,9 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse to grade if any exercise file is broken (for instructors' CI)")
     p.add_argument("--quiet", action="store_true", help="print only the total")
+    p.add_argument("--github", action="store_true",
+                   help="in GitHub Actions: print an ::error annotation per failed check and "
+                        "append the Markdown summary to $GITHUB_STEP_SUMMARY")
     p.set_defaults(run=run_grade)
 
 
@@ -118,6 +122,10 @@ def run_grade(args: argparse.Namespace) -> int:
     save(report, incomplete="")
     _write_other_reports(report, args)
     _print_summary(report, args)
+    if args.github:
+        github.append_step_summary(report, show_hidden=args.show_hidden)
+        sys.stdout.write(github.annotate(report, resolve_submission(args.submission),
+                                            show_hidden=args.show_hidden))
     if args.fail_under is not None and report.score < args.fail_under:
         return UNDER_THRESHOLD
     return 0
@@ -132,7 +140,8 @@ def add_validate(subparsers: argparse._SubParsersAction) -> None:
 
 
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    add_grade, add_validate, batch.add_parser, key.add_parser, explain.add_parser)
+    add_grade, add_validate, batch.add_parser, key.add_parser, explain.add_parser,
+    course.add_parser, bundle.add_parser)
 
 
 def _argument_problem(args: argparse.Namespace) -> str:
@@ -152,6 +161,8 @@ def _argument_problem(args: argparse.Namespace) -> str:
 def _cannot_run(args: argparse.Namespace, problem: str, report: GradeReport | None = None) -> int:
     """Say why grading could not run, and still leave a results file that says so."""
     print(f"gradcheck grade: {problem}", file=sys.stderr)
+    if args.github:
+        sys.stdout.write(github.error_line("gradcheck could not grade", problem))
     if args.results_json:
         report = report or GradeReport(submission=args.submission, seed=args.seed or 0)
         write_results_json(report, args.results_json,

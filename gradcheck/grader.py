@@ -13,6 +13,7 @@ import hashlib
 import json
 import secrets
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -111,11 +112,16 @@ class Grader:
             if absent:
                 status, message, notes = "failed", absent, []
             else:
-                status, message, notes = self._run_check(exercise, name, budget)
+                try:
+                    status, message, notes = self._run_check(exercise, name, budget)
+                except Exception as error:  # gradcheck's fault (or the key's): this check only
+                    status, notes = "error", [traceback.format_exc()]
+                    message = (f"gradcheck could not grade this check ({type(error).__name__}: "
+                               f"{error}); this is a fault of the grader, not of the submission")
             results.append(CheckResult(
                 exercise_id=exercise.id, check=name,
                 title=f"{exercise.title}: {CHECK_TITLES[name]}",
-                score=max_score if status in ("passed", "skipped") else 0.0,
+                score=max_score if status == "passed" else 0.0,  # skipped is never a pass
                 max_score=max_score, status=status, message=message, topic=exercise.topic,
                 visibility=exercise.visibility, file=str(exercise.path or ""),
                 line=exercise.line_of(f"checks.{name}"), duration=time.monotonic() - started,

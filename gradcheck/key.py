@@ -61,7 +61,7 @@ class Key:
     version: str
     exercises: dict[str, dict[str, Any]]
     path: str = ""
-    _refused: dict[str, str] = field(default_factory=dict)
+    _refused: dict[str, str] = field(default_factory=dict, repr=False)
 
     def refusal(self, exercise: Exercise) -> str:
         """Why the key is not used for `exercise`, or '' when it holds this exact file."""
@@ -85,6 +85,9 @@ class Key:
         """`wanted` oracles' results at `points`: torch and jax from the key, the rest computed
         here; all computed here if the key is refused for this exercise."""
         stored = self._check_at(exercise, points)
+        if stored is not None and any(name in KEYED and name not in stored for name in wanted):
+            self._refuse(exercise, "asks for an oracle the answer key does not hold")
+            stored = None
         keyed = {name: _decode(name, stored[name]) for name in wanted
                  if stored is not None and name in KEYED}
         live = oracles.compute(exercise.program, points, exercise.grad_names,
@@ -154,7 +157,9 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
                                 "torch": probe.handle(torch_engine, request)}
                 continue
             points = exercise.check_points(name, sample_seed(seed, exercise.id))
-            results = oracles.compute(exercise.program, points, exercise.grad_names, KEYED)
+            listed = [o for o in getattr(getattr(exercise.checks, name), "oracles", KEYED)
+                      if o in KEYED]
+            results = oracles.compute(exercise.program, points, exercise.grad_names, listed)
             checks[name] = {"points": points}
             for oracle, result in results.items():
                 if isinstance(result, Skipped):
@@ -179,7 +184,9 @@ def load(path: str | Path) -> Key:
     except (OSError, ValueError, EOFError) as exc:  # json and gzip errors are ValueErrors
         raise KeyFileError(f"cannot read the answer key {path}: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(
-            data.get("exercises"), dict) or not isinstance(data.get("seed"), int):
+            data.get("seed"), int) or not isinstance(data.get("exercises"), dict) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("digest"), str)
+            and isinstance(entry.get("checks"), dict) for entry in data["exercises"].values()):
         raise KeyFileError(f"{path} is not an answer key written by `gradcheck key build`")
     if data.get("gradcheck") != __version__:
         raise KeyFileError(f"the answer key {path} was built by gradcheck "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -100,8 +101,16 @@ def parse(source: str, inputs: Mapping[str, int | None], output: str | None = No
 
 
 def spec_program(spec: Mapping[str, Any]) -> Program:
-    """Rebuild a program from :meth:`Program.spec`."""
-    return parse(spec["source"], spec["inputs"], spec["output"])
+    """Rebuild a program from :meth:`Program.spec`. Cached: the grader and the worker each check
+    every request's program, several requests a program, and a looped one unrolls to thousands
+    of nodes (a Program is frozen, so sharing one is safe)."""
+    return _parse_spec(spec["source"], tuple(spec["inputs"].items()), spec["output"])
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_spec(source: str, inputs: tuple[tuple[str, int | None], ...],
+                output: str | None) -> Program:
+    return parse(source, dict(inputs), output)
 
 
 class _Parser:

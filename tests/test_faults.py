@@ -320,6 +320,24 @@ def test_an_engine_without_torch_is_graded_from_a_key_as_live(bank, honest, key_
     assert outcome(report) == outcome(honest)
 
 
+def test_a_fault_of_the_grader_costs_only_its_check(bank, honest, key_file, tmp_path):
+    """A corrupted entry in the answer key makes the grader itself fail on one check: that
+    check is an error that says whose fault it is, and the rest is graded."""
+    data = json.loads(key_file.read_text())
+    data["exercises"]["b-tanh"]["checks"]["gradients"]["torch"]["value"] = "garbage"
+    corrupted = tmp_path / "key.json"
+    corrupted.write_text(json.dumps(data))
+    report, _, data = run(ENGINES / "tiny.py", bank, tmp_path, key=corrupted)
+    expected = outcome(honest)
+    expected[("b-tanh", "gradients")] = ("error", 0.0)
+    assert outcome(report) == expected
+    error = next(r for r in report.results if r.status == "error")
+    assert error.message.startswith("gradcheck could not grade this check (ValueError: ")
+    assert error.message.endswith("this is a fault of the grader, not of the submission")
+    assert "Traceback" in error.author_notes[0]
+    assert len(data["tests"]) == 9
+
+
 # --- the grader's own files ---------------------------------------------------------------------
 
 VANDAL = """\

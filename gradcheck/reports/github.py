@@ -1,0 +1,88 @@
+"""GitHub Actions: an `::error` annotation per failed check, and the summary on the job's page.
+
+GitHub turns a line `::error file=F,line=N,title=T::message` printed by a step into an annotation
+on line N of file F (paths relative to the repository's root, the job's working folder), and
+shows the Markdown appended to the file named by $GITHUB_STEP_SUMMARY on the run's page. Each
+annotation is one line, with its newlines escaped, so that no message (an engine's exception text
+included) can start a workflow command of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from gradcheck.reports import failures, shown_message
+from gradcheck.reports.markdown import render_markdown
+from gradcheck.results import GradeReport
+
+_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)')
+
+
+def annotate(report: GradeReport, submission: Path | None = None, *,
+                show_hidden: bool = False) -> str:
+    """One `::error` line per failed check, at its exercise file and line.
+
+    A submission that cannot be imported gets one annotation at the line of its own file where
+    the import failed, instead of one per check that all say the same.
+    """
+    if report.import_error:
+        file, line = _import_site(report.import_error, submission)
+        return error_line("your engine could not be imported", report.import_error.rstrip(),
+                          file, line)
+    return "".join(error_line(f"{r.title} ({r.exercise_id})", shown_message(r, show_hidden),
+                              _relative(r.file), r.line)
+                   for r in failures(report))
+
+
+def error_line(title: str, message: str, file: str = "", line: int = 0) -> str:
+    """A GitHub `::error` workflow command, escaped as GitHub's own toolkit escapes it."""
+    properties = [f"file={_property(file)}"] if file else []
+    if file and line:
+        properties.append(f"line={line}")
+    properties.append(f"title={_property(title)}")
+    return f"::error {','.join(properties)}::{_data(message or title)}\n"
+
+
+def append_step_summary(report: GradeReport, *, show_hidden: bool = False) -> bool:
+    """Append the Markdown summary to $GITHUB_STEP_SUMMARY; False when it is not set."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return False
+    with open(path, "a", encoding="utf-8") as summary:
+        summary.write(render_markdown(report, show_hidden=show_hidden))
+    return True
+
+
+def _import_site(traceback: str, submission: Path | None) -> tuple[str, int]:
+    """The last frame of the traceback in the submission's own files, as (path, line)."""
+    if submission is None:
+        return "", 0
+    root = submission.resolve()
+    for path, line in reversed(_FRAME.findall(traceback)):
+        resolved = Path(path).resolve()
+        if resolved == root or root in resolved.parents:
+            return _relative(str(resolved)), int(line)
+    return "", 0
+
+
+def _relative(file: str) -> str:
+    """A path as GitHub wants it: relative to the working folder, when it lies inside it."""
+    if not file:
+        return ""
+    path = Path(file)
+    if path.is_absolute():
+        try:
+            return path.relative_to(Path.cwd().resolve()).as_posix()
+        except ValueError:
+            return path.as_posix()
+    return path.as_posix()
+
+
+def _data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(text: str) -> str:
+    return _data(text).replace(":", "%3A").replace(",", "%2C")

@@ -1,0 +1,250 @@
+"""`gradcheck bundle`: Gradescope's autograder zip, run as Gradescope runs it, and the student
+template's exercises and key.
+
+`run_autograder` runs in bash against a temporary folder laid out like /autograder
+(GRADCHECK_AUTOGRADER_ROOT), with the Python of this test run (GRADCHECK_PYTHON, where gradcheck
+is installed) in place of the virtual environment setup.sh would make.
+"""
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grading_samples import CUBE, read_results
+
+from gradcheck import __version__, bundle
+from gradcheck import key as answer_key
+from gradcheck.bundled import reference_path, starter_path
+from gradcheck.cli import main
+from gradcheck.exercise import load_bank
+
+ENGINES = Path(__file__).parent / "engines"
+
+# x * y: an engine that sends y the slope y instead of x (tests/engines/wrong_mul.py) gets the
+# gradients wrong and the graph right.
+PRODUCT = """\
+id: product
+title: A product of two inputs
+topic: 01-forward
+points: 2
+inputs:
+  x: {value: 1.5}
+  y: {value: -0.5}
+program: |
+  f = x * y
+checks:
+  gradients: {}
+  graph: {names: [x, y, f]}
+"""
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    """A visible exercise (2 points, two checks) and a hidden one (2 points)."""
+    folder = tmp_path_factory.mktemp("bank")
+    (folder / "product.exercise.yaml").write_text(PRODUCT)
+    (folder / "hidden").mkdir()
+    (folder / "hidden" / "secret-cube.exercise.yaml").write_text(CUBE)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def key_file(bank, tmp_path_factory):
+    path = tmp_path_factory.mktemp("key") / "key.json"
+    answer_key.build(load_bank(bank), 11, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def autograder(bank, key_file, tmp_path_factory):
+    """The zip, and the folder it unpacks to (what Gradescope puts in /autograder/source)."""
+    out = tmp_path_factory.mktemp("zip") / "autograder.zip"
+    bundle.gradescope([bank], out, key=key_file)
+    source = out.with_name("source")
+    with zipfile.ZipFile(out) as archive:
+        archive.extractall(source)
+    return out, source
+
+
+def run_autograder(source: Path, tmp_path: Path, files: dict[str, Path],
+                   python: str = sys.executable) -> dict:
+    """Lay out tmp_path as /autograder with `files` as the submission, run run_autograder, and
+    return results.json (checked against Gradescope's schema)."""
+    root = tmp_path / "autograder"
+    shutil.copytree(source, root / "source")
+    (root / "submission").mkdir(parents=True)
+    for name, path in files.items():
+        shutil.copy(path, root / "submission" / name)
+    env = {**os.environ, "GRADCHECK_AUTOGRADER_ROOT": str(root), "GRADCHECK_PYTHON": python,
+           "PYTHONPATH": str(tmp_path / "nowhere")}  # cleared for the grader: `env -i`, `-I`
+    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return read_results(root / "results" / "results.json")
+
+
+def checks_of(results: dict, exercise_id: str) -> list[dict]:
+    return [t for t in results["tests"] if t["name"].endswith(f"({exercise_id})")]
+
+
+# --- the zip ------------------------------------------------------------------------------------
+
+
+def test_zip_has_the_scripts_at_its_root_and_the_bank_byte_for_byte(bank, autograder):
+    out, _ = autograder
+    with zipfile.ZipFile(out) as archive:
+        names = set(archive.namelist())
+        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
+        assert names == {"setup.sh", "run_autograder", "requirements.txt", "key.json",
+                         "exercises/product.exercise.yaml",
+                         "exercises/hidden/secret-cube.exercise.yaml"}
+        assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
+        assert archive.read("requirements.txt").decode() == f"gradcheck=={__version__}\n"
+        for name in ("product.exercise.yaml", "hidden/secret-cube.exercise.yaml"):
+            assert archive.read(f"exercises/{name}") == (bank / name).read_bytes()
+        run_autograder_text = archive.read("run_autograder").decode()
+    assert 'entry="engine.py"' in run_autograder_text
+
+
+def test_scripts_are_valid_bash(autograder):
+    _, source = autograder
+    for script in ("setup.sh", "run_autograder"):
+        subprocess.run(["bash", "-n", str(source / script)], check=True)
+
+
+def test_zip_key_holds_the_bank_and_is_accepted_by_the_grader(bank, autograder):
+    _, source = autograder
+    key = answer_key.load(source / "key.json")
+    assert key.seed == 11 and sorted(key.exercises) == ["product", "secret-cube"]
+    assert key.stale(load_bank(source / "exercises")) == []
+
+
+def test_a_key_that_does_not_fit_the_bank_is_refused(bank, key_file, tmp_path):
+    changed = tmp_path / "bank"
+    shutil.copytree(bank, changed)
+    path = changed / "product.exercise.yaml"
+    path.write_text(path.read_text().replace("points: 2", "points: 3"))
+    with pytest.raises(bundle.BundleError, match="exercise product changed since"):
+        bundle.gradescope([changed], tmp_path / "a.zip", key=key_file)
+    assert not (tmp_path / "a.zip").exists()
+
+
+def test_bundle_command_says_what_is_wrong(bank, tmp_path, capsys):
+    assert main(["bundle", "gradescope", "--exercises", str(tmp_path / "nope"), "--out",
+                 str(tmp_path / "a.zip")]) == 2
+    assert f"--exercises {tmp_path / 'nope'}: no such file or folder" in capsys.readouterr().err
+    assert main(["bundle", "gradescope", "--exercises", str(bank), "--gradcheck",
+                 str(tmp_path / "gradcheck-9.whl"), "--out", str(tmp_path / "a.zip")]) == 2
+    assert "gradcheck-9.whl: no such file" in capsys.readouterr().err
+    assert main(["bundle", "gradescope", "--exercises", str(bank), "--entry", 'a";rm -rf .py',
+                 "--out", str(tmp_path / "a.zip")]) == 2
+    assert "give the file name students submit, like engine.py" in capsys.readouterr().err
+    assert not (tmp_path / "a.zip").exists()
+
+
+def test_without_a_key_the_bundle_builds_one_with_the_seed_given(bank, tmp_path):
+    out = bundle.gradescope([bank], tmp_path / "a.zip", seed=3)
+    with zipfile.ZipFile(out) as archive:
+        archive.extract("key.json", tmp_path)
+    key = answer_key.load(tmp_path / "key.json")
+    assert key.seed == 3 and key.stale(load_bank(bank)) == []
+
+
+# --- run_autograder against good, buggy and crashing submissions -------------------------------
+
+
+def test_good_submission_gets_every_point(autograder, tmp_path):
+    _, source = autograder
+    results = run_autograder(source, tmp_path, {"engine.py": reference_path() / "__init__.py"})
+    assert results["score"] == 4
+    assert all(t["status"] == "passed" for t in results["tests"])
+    hidden, = checks_of(results, "secret-cube")
+    assert hidden["visibility"] == "hidden" and hidden["output"] == "Details are not shown for " \
+                                                                    "this exercise."
+
+
+@pytest.mark.slow
+def test_buggy_submission_loses_the_points_of_its_bug(autograder, tmp_path):
+    _, source = autograder
+    results = run_autograder(source, tmp_path, {"engine.py": ENGINES / "wrong_mul.py",
+                                                "tiny.py": ENGINES / "tiny.py"})
+    gradients, graph = checks_of(results, "product")
+    assert gradients["status"] == "failed" and "x * y" in gradients["output"]
+    assert graph["status"] == "passed"
+    assert checks_of(results, "secret-cube")[0]["status"] == "passed"
+    assert results["score"] == graph["score"] + 2
+
+
+def test_crashing_submission_loses_what_crashes_and_says_why(autograder, tmp_path):
+    _, source = autograder
+    results = run_autograder(source, tmp_path, {"engine.py": ENGINES / "segfault.py",
+                                                "tiny.py": ENGINES / "tiny.py"})
+    gradients, graph = checks_of(results, "product")
+    assert "the engine crashed with signal SIGSEGV in backward()" in gradients["output"]
+    assert checks_of(results, "secret-cube")[0]["status"] == "failed"
+    assert results["score"] == graph["score"] > 0  # what needs no backward still counts
+
+
+def test_a_missing_engine_is_reported_and_a_package_folder_is_graded(autograder, tmp_path):
+    _, source = autograder
+    package = tmp_path / "package"
+    shutil.copytree(reference_path(), package / "engine")
+    root = tmp_path / "run"
+    root.mkdir()
+    results = run_autograder(source, root, {})
+    assert results["score"] == 0 and "could not run" in results["output"]
+    shutil.copytree(package / "engine", root / "autograder" / "submission" / "engine")
+    shutil.rmtree(root / "autograder" / "results")
+    env = {**os.environ, "GRADCHECK_AUTOGRADER_ROOT": str(root / "autograder"),
+           "GRADCHECK_PYTHON": sys.executable}
+    subprocess.run(["bash", str(root / "autograder" / "source" / "run_autograder")], env=env,
+                   check=True, capture_output=True)
+    assert read_results(root / "autograder" / "results" / "results.json")["score"] == 4
+
+
+def test_results_are_written_even_when_gradcheck_cannot_start(autograder, tmp_path):
+    _, source = autograder
+    # A "Python" that prints what a broken install might, quotes, backslashes and control
+    # characters included, and fails: the shell's fallback must still write valid JSON.
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\nprintf 'ImportError: \"numpy\" \\\\ C:\\\\x\\001\\tend\\n'\n"
+                      "exit 3\n")
+    broken.chmod(0o755)
+    results = run_autograder(source, tmp_path, {"engine.py": ENGINES / "tiny.py"},
+                             python=str(broken))
+    assert results["score"] == 0 and results["tests"] == []
+    assert "gradcheck exited with status 3" in results["output"]
+    assert 'ImportError: "numpy" \\ C:\\x end' in results["output"]
+
+
+# --- the student template -----------------------------------------------------------------------
+
+
+def test_classroom_publishes_visible_exercises_and_their_key_only(bank, key_file, tmp_path):
+    out = tmp_path / "student"
+    stale = out / "exercises" / "old" / "gone.exercise.yaml"
+    written = bundle.classroom([bank], out, key=key_file)  # a new folder: the template first
+    assert (out / "engine.py").read_text() == (starter_path() / "engine.py").read_text()
+    stale.parent.mkdir(parents=True)
+    stale.write_text(CUBE)  # published before, hidden since
+    assert bundle.classroom([bank], out, key=key_file) == written
+    assert sorted(p.relative_to(out).as_posix() for p in (out / "exercises").rglob("*")) == [
+        "exercises/product.exercise.yaml"]
+    assert (out / "exercises" / "product.exercise.yaml").read_bytes() == (
+        bank / "product.exercise.yaml").read_bytes()
+    key = answer_key.load(out / "key.json")
+    assert sorted(key.exercises) == ["product"] and key.seed == 11
+    assert "secret-cube" not in (out / "key.json").read_text()
+    assert json.loads((out / "schema" / "exercise.schema.json").read_text())["$schema"]
+
+
+def test_classroom_refuses_a_bank_with_nothing_visible(bank, key_file, tmp_path):
+    with pytest.raises(bundle.BundleError, match="no exercise of the bank is visible"):
+        bundle.classroom([bank / "hidden"], tmp_path / "student", key=key_file)
