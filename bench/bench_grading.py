@@ -89,20 +89,21 @@ def _gradcheck(*args: str) -> list[str]:
     return [sys.executable, "-m", "gradcheck", *args]
 
 
-def _bank_size() -> int:
+def snapshot(work: Path) -> Path:
+    """A copy of the bundled bank, so that edits made while the benchmark runs cannot reach it."""
     from gradcheck.bundled import bank_dir
-    from gradcheck.exercise import load_bank
 
-    return len(load_bank(bank_dir()).exercises)
+    return Path(shutil.copytree(bank_dir(), work / "bank"))
 
 
-def grading(key: Path, repeat: int) -> dict[str, Any]:
+def grading(bank: Path, key: Path, repeat: int) -> dict[str, Any]:
     """Figures 1 and 2: live, keyed and the import floor, alternating."""
     floor, live, keyed = [], [], []
+    grade = ["grade", "reference", "--exercises", str(bank), "--quiet"]
     for _ in range(repeat):
         floor.append(measure([sys.executable, "-c", "import torch, jax"]))
-        live.append(measure(_gradcheck("grade", "reference", "--seed", str(SEED), "--quiet")))
-        keyed.append(measure(_gradcheck("grade", "reference", "--key", str(key), "--quiet")))
+        live.append(measure(_gradcheck(*grade, "--seed", str(SEED))))
+        keyed.append(measure(_gradcheck(*grade, "--key", str(key))))
     best = {name: min(runs, key=lambda r: r["s"])
             for name, runs in (("floor", floor), ("live", live), ("keyed", keyed))}
     return {
@@ -120,7 +121,7 @@ def grading(key: Path, repeat: int) -> dict[str, Any]:
     }
 
 
-def batch(key: Path, work: Path, count: int = 50) -> dict[str, Any]:
+def batch(bank: Path, key: Path, work: Path, count: int = 50) -> dict[str, Any]:
     """Figure 3: `count` submissions, -j 1 then -j 2, the same key."""
     folder = work / "submissions"
     folder.mkdir()
@@ -133,7 +134,7 @@ def batch(key: Path, work: Path, count: int = 50) -> dict[str, Any]:
     for jobs in (1, 2):
         out = work / f"out-j{jobs}"
         run = measure(_gradcheck("grade-batch", str(folder), "-j", str(jobs), "--out", str(out),
-                                 "--key", str(key)))
+                                 "--key", str(key), "--exercises", str(bank)))
         with open(out / "gradebook.csv", newline="") as f:
             rows = list(csv.DictReader(f))
         assert len(rows) == count, run["stderr"][-2000:]
@@ -148,12 +149,14 @@ def run(repeat: int = 3) -> dict[str, Any]:
     """Every grading figure, as plain data."""
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         work = Path(tmp)
-        key = work / "key.json"
-        build = measure(_gradcheck("key", "build", "--seed", str(SEED), "--out", str(key)))
-        return {"exercises": _bank_size(), "cpus": len(os.sched_getaffinity(0)),
-                "load_average_before": os.getloadavg()[0],
+        bank, key = snapshot(work), work / "key.json"
+        load_before = os.getloadavg()[0]
+        build = measure(_gradcheck("key", "build", "--exercises", str(bank), "--seed", str(SEED),
+                                   "--out", str(key)))
+        return {"exercises": len(list(bank.rglob("*.exercise.yaml"))),
+                "cpus": len(os.sched_getaffinity(0)), "load_average_before": load_before,
                 "key_build_s": build["s"], "key_bytes": key.stat().st_size,
-                "grading": grading(key, repeat), "batch": batch(key, work),
+                "grading": grading(bank, key, repeat), "batch": batch(bank, key, work),
                 "load_average_after": os.getloadavg()[0]}
 
 
@@ -161,12 +164,13 @@ def profile(top: int = 40) -> None:
     """cProfile's view of one whole `grade reference` process (imports included), keyed and
     live, sorted by cumulative time."""
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
-        key = Path(tmp) / "key.json"
-        measure(_gradcheck("key", "build", "--seed", str(SEED), "--out", str(key)))
+        bank, key = snapshot(Path(tmp)), Path(tmp) / "key.json"
+        measure(_gradcheck("key", "build", "--exercises", str(bank), "--seed", str(SEED),
+                           "--out", str(key)))
         for label, options in (("with a key", ["--key", str(key)]), ("live", [])):
             run = measure([sys.executable, "-m", "cProfile", "-s", "cumulative", "-m",
-                           "gradcheck", "grade", "reference", "--seed", str(SEED), "--quiet",
-                           *options])
+                           "gradcheck", "grade", "reference", "--exercises", str(bank), "--seed",
+                           str(SEED), "--quiet", *options])
             print(f"=== {label}: {run['s']:.2f} s ===")
             print("\n".join(run["stdout"].splitlines()[:top + 8]))
 

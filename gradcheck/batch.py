@@ -88,10 +88,10 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
         command += ["--memory-mb", str(memory_mb)]
     rows: dict[str, Row] = {}
     running = _Running()
-    try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_grade_one, command, entry, out / entry.name, max_score,
-                                   submission_timeout, running) for entry in entries]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_grade_one, command, entry, out / entry.name, max_score,
+                               submission_timeout, running) for entry in entries]
+        try:
             for done, future in enumerate(as_completed(futures), start=1):
                 row = future.result()
                 rows[row.submission] = row
@@ -100,8 +100,10 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                 print(f"[{done}/{len(entries)}] {row.submission}: {row.score:g}/{row.max:g} "
                       f"{row.status} in {row.time:.1f} s" + (f" ({row.note})" if row.note else ""),
                       file=sys.stderr)
-    finally:
-        running.kill_all()  # only on an interruption: every process has ended otherwise
+        finally:  # on an interruption: start no more graders, kill those running
+            for future in futures:
+                future.cancel()
+            running.stop()
     return [rows[entry.name] for entry in entries]
 
 
@@ -140,17 +142,22 @@ class _Running:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._procs: set[subprocess.Popen[bytes]] = set()
+        self._stopped = False
 
     def add(self, proc: subprocess.Popen[bytes]) -> None:
         with self._lock:
             self._procs.add(proc)
+            if self._stopped:  # started just as the batch stopped
+                _kill_group(proc)
 
     def discard(self, proc: subprocess.Popen[bytes]) -> None:
         with self._lock:
             self._procs.discard(proc)
 
-    def kill_all(self) -> None:
+    def stop(self) -> None:
+        """Kill every running grader, and any started from now on."""
         with self._lock:
+            self._stopped = True
             for proc in self._procs:
                 _kill_group(proc)
 
@@ -257,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"gradcheck grade-batch: {problem}", file=sys.stderr)
         return CANNOT_RUN
+    # A batch stopped by SIGTERM (a scheduler's time limit) stops its graders, as on Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         rows = grade_batch(args.folder, args.out, jobs=args.jobs,
                            exercises=args.exercises or [bank_dir()], key=args.key,

@@ -29,7 +29,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidat
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
-from gradcheck import yamlsrc
+from gradcheck import compare, yamlsrc
 from gradcheck.ops import Interval
 from gradcheck.probe import ACTIONS, EXPECT_KINDS
 from gradcheck.program import MAX_VECTOR, Program, ProgramError, parse
@@ -175,6 +175,11 @@ class Tolerance(_Model):
     """Against an analytic oracle (torch, jax)."""
     fd: Tol = Tol(atol=1e-6, rtol=1e-5)
     """Against finite differences."""
+
+    def pair(self) -> compare.Tolerances:
+        """The same tolerances as the comparison uses them."""
+        return compare.Tolerances(compare.Tolerance(self.analytic.atol, self.analytic.rtol),
+                                  compare.Tolerance(self.fd.atol, self.fd.rtol))
 
 
 class _Check(_Model):

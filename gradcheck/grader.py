@@ -184,14 +184,14 @@ class Grader:
             return "failed", reply.message, []
         expected = self._oracle_results(exercise, points, wanted)
         grading = compare.grade(program, points, exercise.grad_names, expected, reply["results"],
-                                _tolerances(exercise), exercise.convention)
+                                exercise.tolerance.pair(), exercise.convention)
         if grading.count("skipped") == len(points):
             return "skipped", grading.message, grading.author_notes
         if grading.passed:
             return "passed", grading.message, grading.author_notes
         message = localise.feedback(grading, program, points, exercise.grad_names,
                                     lambda request: self._ask(exercise, request, budget),
-                                    _tolerances(exercise).analytic)
+                                    exercise.tolerance.pair().analytic)
         return "failed", _with_hint(message, exercise), grading.author_notes
 
     def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
@@ -305,12 +305,6 @@ def torch_request(exercise: Exercise, name: str) -> dict[str, Any]:
                                  for step in check.steps]}
 
 
-def _tolerances(exercise: Exercise) -> compare.Tolerances:
-    t = exercise.tolerance
-    return compare.Tolerances(compare.Tolerance(t.analytic.atol, t.analytic.rtol),
-                              compare.Tolerance(t.fd.atol, t.fd.rtol))
-
-
 def _with_hint(message: str, exercise: Exercise) -> str:
     return f"{message}\nHint: {exercise.hint}" if exercise.hint else message
 
@@ -321,7 +315,7 @@ def _graph_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exerc
         return ""  # validation reports a program torch cannot run; never the student's fault
     if found.get("error"):
         return _error_sentence("building the graph", found["error"])
-    tolerance = _tolerances(exercise).analytic
+    tolerance = exercise.tolerance.pair().analytic
     for name, facts in torch["nodes"].items():
         mine = found["nodes"].get(name, {})
         for field in ("grad_fn", "is_leaf", "requires_grad"):
@@ -338,7 +332,7 @@ def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: E
     check = exercise.checks.behaviour
     if found.get("error"):
         return _error_sentence("running the program before the first step", found["error"])
-    tolerance = _tolerances(exercise).analytic
+    tolerance = exercise.tolerance.pair().analytic
     for number, (step, want, got) in enumerate(zip(check.steps, torch["steps"], found["steps"]),
                                                start=1):
         line = exercise.line_of(f"checks.behaviour.steps[{number - 1}]")

@@ -15,11 +15,12 @@ Limits, and who enforces them:
   RLIMIT_AS, because torch and numpy reserve far more address space than they use), and the
   proportional set size of all the worker's processes, polled by the grader (shared memory and
   forks escape RLIMIT_DATA);
-- processes and threads: counted by the grader over the worker's session and its descendants. We
-  run as root, for whom RLIMIT_NPROC does not apply, and a writable cgroup v2 `pids` controller
-  cannot be assumed (this machine has none), so the count is polled; on a failure every process
-  is stopped, then killed. A process that leaves the session and is orphaned before the grader
-  looks escapes; bounding that is the container's part;
+- processes and threads: counted by the grader over the worker's session and its descendants;
+  RLIMIT_NPROC too when the worker runs as a user of its own (`user`). RLIMIT_NPROC does not
+  apply to root, and a writable cgroup v2 `pids` controller cannot be assumed (this machine has
+  none), so the count is polled; on a failure every process is stopped, then killed. A process
+  orphaned inside the worker's tree is adopted by the worker (a child subreaper, below), unless
+  the submission undoes that on purpose: then it escapes, and bounding it is the container's part;
 - output: stdout and stderr go to files the grader reads (keeping the first `keep_output` bytes of
   each) and empties after every request; more than `max_output` bytes in one request fail it.
   RLIMIT_FSIZE (`max_output` + 1 MB, with SIGXFSZ's default action restored) stops a flood at
@@ -87,8 +88,12 @@ class Worker:
                  cpu_seconds: int = 3600, max_output: int = 1_000_000,
                  keep_output: int = 20_000, max_tasks: int = 256,
                  import_timeout: float = 60.0, python: str = sys.executable,
-                 forbid: Sequence[str] = ()) -> None:
+                 forbid: Sequence[str] = (), user: int | None = None) -> None:
         self.submission = Path(submission).resolve()
+        #: run the worker as this user and group id, with no other groups (the grader must be
+        #: root): it can then neither signal nor trace the grader, nor read or write what that
+        #: user may not, and RLIMIT_NPROC caps its processes in the kernel (docs/security.md).
+        self.user = user
         #: top-level modules the submission cannot import (torch and jax, when grading from an
         #: answer key): a deterrent, not a wall; see docs/security.md.
         self.forbid = tuple(forbid)
@@ -113,6 +118,9 @@ class Worker:
         self._dir = Path(tempfile.mkdtemp(prefix="gradcheck-worker-"))
         self._home = self._dir / "home"  # the worker's cwd, HOME and TMPDIR
         self._home.mkdir()
+        if user is not None:
+            os.chmod(self._dir, 0o711)  # the worker may enter its home, not list the grader's files
+            os.chown(self._home, user, user)
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
@@ -200,7 +208,9 @@ class Worker:
                 [self.python, "-s", "-P", "-B", "-c", BOOTSTRAP, _GRADCHECK_DIR,
                  json.dumps(config)],
                 stdin=subprocess.DEVNULL, stdout=streams["stdout"], stderr=streams["stderr"],
-                cwd=self._home, env=env, pass_fds=(child.fileno(),), start_new_session=True)
+                cwd=self._home, env=env, pass_fds=(child.fileno(),), start_new_session=True,
+                **({} if self.user is None else
+                   {"user": self.user, "group": self.user, "extra_groups": []}))
         finally:
             child.close()
             for fd in streams.values():
@@ -231,6 +241,8 @@ class Worker:
                   "fsize": (self._file_limit,) * 2, "core": (0, 0)}
         if self.memory_mb is not None:
             limits["data"] = (self.memory_mb << 20,) * 2
+        if self.user is not None:  # counted per user: it caps only a worker with a user of its own
+            limits["nproc"] = (self.max_tasks,) * 2
         return limits
 
     # --- waiting -----------------------------------------------------------------------------

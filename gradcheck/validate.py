@@ -5,7 +5,8 @@ unique, each file is named `*.exercise.yaml` and starts with the schema line tha
 and sampled domains keep clear of the kinks and poles of operations applied to an input. Then the
 oracles: at the listed points and over each domain the three oracles agree (a disagreement is
 classified and shown, unless the exercise grades it by a `convention`), and hand-derived answers
-equal what they compute. Each check of one exercise is a function in `STATIC_CHECKS` or
+equal what they compute. Last, the reference engine is graded on every exercise and must pass
+every check. Each check of one exercise is a function in `STATIC_CHECKS` or
 `ORACLE_CHECKS`; checks of the reference engine join them the same way.
 """
 
@@ -44,6 +45,26 @@ def validate(paths: PathArg, static: bool = False) -> list[Problem]:
     for exercise in bank.exercises:
         for check in checks:
             problems += check(exercise)
+    if not static:
+        problems += reference_problems(bank.exercises)
+    return problems
+
+
+def reference_problems(exercises: Sequence[Exercise]) -> list[Problem]:
+    """Every check of every exercise must pass on the reference engine: proof that the exercise
+    is gradable, and that its behaviour steps run the same on torch and on the reference."""
+    from gradcheck.grader import Grader
+
+    problems = []
+    with Grader("reference", seed=SEED) as grader:
+        for exercise in exercises:
+            for result in grader.grade_exercise(exercise):
+                if result.status != "passed":
+                    problems.append(exercise.problem(
+                        ("checks", result.check),
+                        f"the reference engine does not pass this check ({result.status}): "
+                        f"{result.message.splitlines()[0] if result.message else ''}; fix the "
+                        "exercise, or report a bug in the reference engine"))
     return problems
 
 
@@ -142,11 +163,8 @@ SHOWN = 3
 
 def _agreement(exercise: Exercise, points: list[Point]) -> compare.Agreement:
     results = oracles.compute(exercise.program, points, exercise.grad_names, ORACLES)
-    t = exercise.tolerance
-    tolerances = compare.Tolerances(compare.Tolerance(t.analytic.atol, t.analytic.rtol),
-                                    compare.Tolerance(t.fd.atol, t.fd.rtol))
-    return compare.agree(exercise.program, results, exercise.grad_names, points, tolerances,
-                         exercise.convention)
+    return compare.agree(exercise.program, results, exercise.grad_names, points,
+                         exercise.tolerance.pair(), exercise.convention)
 
 
 def _disagreements(exercise: Exercise, agreement: compare.Agreement,

@@ -143,7 +143,8 @@ def _apply_limits(limits: dict[str, list[int]]) -> None:
     """Resource limits (soft, hard) for this process and what it starts; gradcheck.sandbox says
     why these and what the grader enforces itself."""
     names = {"data": resource.RLIMIT_DATA, "cpu": resource.RLIMIT_CPU,
-             "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}
+             "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE,
+             "nproc": resource.RLIMIT_NPROC}
     for name, (soft, hard) in limits.items():
         resource.setrlimit(names[name], (soft, hard))
     # Python ignores SIGXFSZ; restored, a write past RLIMIT_FSIZE ends the worker at that write.

@@ -13,9 +13,11 @@ import builtins
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,6 +93,10 @@ checks:
   sampled: {count: 5}
 """,
 }
+
+
+BANK_PROGRAM = {"source": "t = (x * y).tanh()\nz = t + x\n", "inputs": {"x": None, "y": None},
+                "output": "z"}
 
 
 def write_bank(folder: Path) -> Path:
@@ -430,3 +436,138 @@ def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
 
 
 # --- the worker as another user -----------------------------------------------------------------
+#
+# Worker(user=UID) runs the worker as a user of its own. It needs the grader to be root and an
+# interpreter that user may run: here /usr/bin/python3 (the test run's own lives under /root).
+
+UID = 61_234  # no process of this machine runs as this user
+
+
+def _usable_by_others(path: str) -> bool:
+    path = os.path.realpath(path)
+    parents = [os.path.dirname(path)]
+    while parents[-1] != "/":
+        parents.append(os.path.dirname(parents[-1]))
+    return (os.path.isfile(path) and os.stat(path).st_mode & 0o005 == 0o005
+            and all(os.stat(p).st_mode & 0o001 for p in parents))
+
+
+def _python_for_others() -> str | None:
+    for path in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
+        if _usable_by_others(path) and subprocess.run(
+                [path, "-c", "import sys; assert sys.version_info >= (3, 11)"]).returncode == 0:
+            return path
+    return None
+
+
+PYTHON = _python_for_others() if os.geteuid() == 0 else None
+as_another_user = pytest.mark.skipif(PYTHON is None, reason="needs root and a Python 3.11 that "
+                                                          "another user may run")
+
+
+def processes_of(uid: int) -> list[int]:
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = Path(f"/proc/{name}/status").read_text()
+        except OSError:
+            continue
+        real = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1]
+        state = next(line for line in status.splitlines() if line.startswith("State:")).split()[1]
+        if int(real) == uid and state != "Z":
+            found.append(int(name))
+    return found
+
+
+@pytest.fixture
+def open_folder():
+    """A folder another user may read (tmp_path lies under a folder only root may enter)."""
+    folder = Path(tempfile.mkdtemp(prefix="gradcheck-faults-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+SNOOP = """\
+import json, os, sys
+sys.path.append({engines!r})
+from tiny import tensor, no_grad
+
+done = {{}}
+
+
+def attempt(what, action):
+    try:
+        action()
+        done[what] = True
+    except OSError:
+        done[what] = False
+
+
+attempt("read the answer key", lambda: open({key!r}).read())
+attempt("list the hidden exercises", lambda: os.listdir({bank!r}))
+attempt("write the results", lambda: open({results!r}, "w").write("{{}}"))
+attempt("signal the grader", lambda: os.kill(os.getppid(), 0))
+attempt("read the grader's environment",
+        lambda: open(f"/proc/{{os.getppid()}}/environ", "rb").read())
+attempt("open the grader's memory", lambda: open(f"/proc/{{os.getppid()}}/mem", "rb").close())
+print(json.dumps(done))
+"""
+
+
+@as_another_user
+def test_a_worker_of_another_user_cannot_reach_the_graders_files_or_process(open_folder):
+    """What a submission can do to the grader as the grader's own user, and cannot as another:
+    files are protected by their modes (key 0600, bank 0700, results folder 0755, all root's)."""
+    key = open_folder / "key.json"
+    key.write_text("{}")
+    key.chmod(0o600)
+    bank = open_folder / "hidden"
+    bank.mkdir(mode=0o700)
+    results = open_folder / "results" / "results.json"
+    results.parent.mkdir(mode=0o755)
+    results.write_text("{}")
+    submission = open_folder / "snoop.py"
+    submission.write_text(SNOOP.format(engines=str(ENGINES), key=str(key), bank=str(bank),
+                                       results=str(results)))
+    seen = {}
+    for label, options in (("same", {}), ("other", {"user": UID, "python": PYTHON})):
+        with Worker(submission, **options) as worker:
+            assert worker.request({"kind": "inspect"}, timeout=10)["missing"] == ["select"]
+            seen[label] = json.loads(worker.output.splitlines()[1])
+    assert set(seen["same"].values()) == {True}  # docs/security.md: why the platform matters
+    assert set(seen["other"].values()) == {False}
+    assert results.read_text() == "{}"
+
+
+@as_another_user
+def test_a_real_fork_bomb_is_capped_by_the_kernel_and_killed(open_folder):
+    import threading
+
+    peak, running = [0], [True]
+
+    def watch():
+        while running[0]:
+            peak[0] = max(peak[0], len(processes_of(UID)))
+            time.sleep(0.01)
+
+    assert processes_of(UID) == []
+    watcher = threading.Thread(target=watch)
+    with Worker(ENGINES / "fork_bomb.py", user=UID, python=PYTHON, max_tasks=64) as worker:
+        watcher.start()
+        request = {"kind": "gradients", "program": BANK_PROGRAM, "points": [{"x": 1.0, "y": 2.0}],
+                   "requires_grad": ["x", "y"]}
+        failure = worker.request(request, timeout=2)
+        running[0] = False
+        watcher.join()
+        assert (failure.kind, failure.message) == ("timeout", "timed out after 2 s in backward()")
+        assert worker.request({"kind": "inspect"}, timeout=10)["missing"] == ["select"]
+    assert 1 < peak[0] <= 64
+    assert processes_of(UID) == []
+
+
+@as_another_user
+def test_a_grader_with_a_worker_of_another_user_grades_as_before(bank, honest, tmp_path):
+    report, _, _ = run(ENGINES / "tiny.py", bank, tmp_path, worker={"user": UID,
+                                                                   "python": PYTHON})
+    assert outcome(report) == outcome(honest)
