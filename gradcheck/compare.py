@@ -471,9 +471,13 @@ def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
     first = verdicts[failed[0]]
     text = (f"at {agreement.point_text(failed[0])}, the engine raised {first.error}"
             if first.error else str(first.mismatches[0]))
-    wrong = len(mismatches) + sum(v.error is not None for v in verdicts if v.status == "failed")
-    if wrong > 1:
-        text += f". {wrong - 1} more wrong value{'s' * (wrong > 2)}"
+    errors = sum(v.error is not None for v in verdicts if v.status == "failed")
+    others = [f"{n} more wrong value{'s' * (n > 1)}" for n in [len(mismatches) - (not first.error)]
+              if n > 0]
+    others += [f"{n} more point{'s' * (n > 1)} where the engine raised"
+               for n in [errors - bool(first.error)] if n > 0]
+    if others:
+        text += ". " + ", ".join(others)
     return text + f"; {len(failed)} of {len(verdicts)} points failed"
 
 

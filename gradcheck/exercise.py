@@ -225,8 +225,9 @@ class Answer(_Model):
         return self
 
 
-class AnswersCheck(_Check):
-    """The submission's value and gradients equal hand-derived answers."""
+class AnswersCheck(_OracleCheck):
+    """The submission's value and gradients at the answers' points (validate checks the answers
+    themselves against the oracles)."""
 
     cases: list[Answer] = Field(min_length=1)
     """The answers, one per point."""

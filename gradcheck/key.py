@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -171,8 +172,12 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
     text = json.dumps(data, separators=(",", ":")).encode()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(gzip.compress(text, mtime=0) if out.name.endswith(".gz") or len(text) > LARGE
-                    else text)
+    # Private (0600): the key holds the answers, and a submission run as another user must not
+    # read it (docs/security.md).
+    with os.fdopen(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(gzip.compress(text, mtime=0) if out.name.endswith(".gz") or len(text) > LARGE
+                else text)
     return key
 
 

@@ -235,8 +235,9 @@ def _inspect(run: _Run, program: None, request: Mapping[str, Any]) -> Record:
                     missing.setdefault(name, []).append(f"tensors made by {label} {why}")
             except Exception as exc:
                 error = error or run.error(exc)
-                missing.setdefault("select" if vector else "tensor", []).append(
-                    f"{label} raised {type_name(exc)}")
+                reason = str(run.error(exc)["message"]).strip().splitlines()[:1]
+                missing.setdefault("tensor", []).append(
+                    f"{label} raised {type_name(exc)}{': ' + reason[0][:200] if reason else ''}")
     order = ["tensor", "no_grad", *OPS, *_PROTOCOL_NAMES]
     names = sorted(missing, key=order.index)
     return {"missing": names, "details": {n: "; ".join(missing[n]) for n in names},

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
@@ -38,8 +39,29 @@ def scalars(interval: Interval, margin: float = 0.0) -> st.SearchStrategy[float]
 
 def vectors(interval: Interval, size: int, margin: float = 0.0
             ) -> st.SearchStrategy[list[float]]:
-    """Lists of `size` floats, each kept away from the cuts as :func:`scalars` is."""
-    return st.lists(scalars(interval, margin), min_size=size, max_size=size)
+    """Lists of `size` floats, each kept away from the cuts as :func:`scalars` is.
+
+    hypothesis cannot draw thousands of floats in one example, so a long vector is spread by numpy
+    from one drawn seed, uniformly over the allowed pieces.
+    """
+    if size <= LONG_VECTOR:
+        return st.lists(scalars(interval, margin), min_size=size, max_size=size)
+    pieces = allowed(interval, margin)
+    return st.integers(0, 2**32 - 1).map(lambda s: _spread(pieces, size, s))
+
+
+#: Vectors longer than this are spread from a seed rather than drawn element by element.
+LONG_VECTOR = 64
+
+
+def _spread(pieces: list[tuple[float, float]], size: int, at_seed: int) -> list[float]:
+    rng = np.random.default_rng(at_seed)
+    low = np.array([lo for lo, _ in pieces])
+    width = np.array([hi - lo for lo, hi in pieces])
+    which = rng.choice(len(pieces), size=size, p=width / width.sum())
+    # (0, 1): both ends open, as the pieces are.
+    unit = rng.uniform(np.nextafter(0.0, 1.0), 1.0, size)
+    return (low[which] + unit * width[which]).tolist()
 
 
 def points(inputs: Mapping[str, int | None], domains: Mapping[str, Interval],

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from gradcheck import compare, oracles
-from gradcheck.exercise import (ORACLES, SCHEMA_COMMENT, SUFFIX, Exercise, PathArg, Point,
+from gradcheck.exercise import (SCHEMA_COMMENT, SUFFIX, Exercise, PathArg, Point,
                                 Problem, exercise_files, load_bank, path_list, schema_comment)
 from gradcheck.ops import OPS
 
@@ -121,11 +121,13 @@ def agreement_problems(exercise: Exercise) -> list[Problem]:
     """Where the oracles disagree at the listed points and at points drawn from the domains."""
     problems = []
     if exercise.checks.gradients:
-        agreement = _agreement(exercise, exercise.check_points("gradients"))
+        agreement = _agreement(exercise, exercise.check_points("gradients"),
+                               exercise.checks.gradients.oracles)
         problems += _disagreements(exercise, agreement, lambda i: (
             ("checks", "gradients", "points", i - 1) if i else ("inputs",)), "move the point")
     if exercise.checks.sampled:
-        agreement = _agreement(exercise, exercise.check_points("sampled", SEED))
+        agreement = _agreement(exercise, exercise.check_points("sampled", SEED),
+                               exercise.checks.sampled.oracles)
         problems += _disagreements(exercise, agreement, lambda i: ("checks", "sampled"),
                                    "narrow the domains, `avoid` the point")
     return problems
@@ -136,7 +138,7 @@ def answer_problems(exercise: Exercise) -> list[Problem]:
     answers = exercise.checks.answers
     if answers is None:
         return []
-    agreement = _agreement(exercise, exercise.check_points("answers"))
+    agreement = _agreement(exercise, exercise.check_points("answers"), answers.oracles)
     problems = _disagreements(exercise, agreement, lambda i: ("checks", "answers", "cases", i),
                               "choose another point")
     for quantity in agreement.quantities:
@@ -161,8 +163,9 @@ SEED = 0
 SHOWN = 3
 
 
-def _agreement(exercise: Exercise, points: list[Point]) -> compare.Agreement:
-    results = oracles.compute(exercise.program, points, exercise.grad_names, ORACLES)
+def _agreement(exercise: Exercise, points: list[Point], chosen: Sequence[str]
+               ) -> compare.Agreement:
+    results = oracles.compute(exercise.program, points, exercise.grad_names, chosen)
     return compare.agree(exercise.program, results, exercise.grad_names, points,
                          exercise.tolerance.pair(), exercise.convention)
 

@@ -181,7 +181,7 @@ def test_a_key_from_another_version_or_for_another_seed_is_refused(key, tmp_path
         answer_key.load(other)
 
 
-def test_key_build_writes_gzip_when_asked_and_leaves_broken_files_out(bank, key, tmp_path,
+def test_key_build_writes_a_private_gzip_when_asked_and_leaves_broken_files_out(bank, key, tmp_path,
                                                                       capsys):
     folder = shutil.copytree(bank, tmp_path / "bank")
     (folder / "broken.exercise.yaml").write_text(BROKEN)
@@ -193,5 +193,6 @@ def test_key_build_writes_gzip_when_asked_and_leaves_broken_files_out(bank, key,
     assert "left out of the key, broken:" in streams.err and "broken.exercise.yaml:4" in streams.err
     assert f"wrote {out}: 3 exercises, seed {SEED}" in streams.out
     assert out.read_bytes().startswith(b"\x1f\x8b")
+    assert out.stat().st_mode & 0o777 == 0o600  # the answers: for the grader's user alone
     assert json.loads(gzip.decompress(out.read_bytes())) == json.loads(key.read_text())
     assert answer_key.load(out).exercises == answer_key.load(key).exercises

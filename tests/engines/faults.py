@@ -75,13 +75,15 @@ def _flood_output():
 
 def _fork_flood():
     """100 sleeping children, half in sessions of their own; bounded, so a broken sandbox still
-    leaves the machine alive (each exits after 30 s)."""
+    leaves the machine alive (each exits after 30 s). backward() then waits a second with them,
+    so that the grader's poll (every 50 ms) finds them while it is still in backward()."""
     for i in range(100):
         if os.fork() == 0:
             if i % 2:
                 os.setsid()
             time.sleep(30)
             os._exit(0)
+    time.sleep(1)
 
 
 def _thread_flood():
