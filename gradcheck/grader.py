@@ -189,8 +189,11 @@ class Grader:
             return "skipped", grading.message, grading.author_notes
         if grading.passed:
             return "passed", grading.message, grading.author_notes
+        spare = _Budget(budget.seconds)
         message = localise.feedback(grading, program, points, exercise.grad_names,
-                                    lambda request: self._ask(exercise, request, budget),
+                                    # feedback has a budget of its own: it never costs a
+                                    # later check its time
+                                    lambda request: self._ask(exercise, request, spare),
                                     exercise.tolerance.pair().analytic)
         return "failed", _with_hint(message, exercise), grading.author_notes
 
