@@ -236,7 +236,9 @@ def _inspect(run: _Run, program: None, request: Mapping[str, Any]) -> Record:
             except Exception as exc:
                 error = error or run.error(exc)
                 reason = str(run.error(exc)["message"]).strip().splitlines()[:1]
-                missing.setdefault("tensor", []).append(
+                # a scalar engine without 1-D tensors loses only the programs that index
+                lacking = "select" if vector and "tensor" not in missing else "tensor"
+                missing.setdefault(lacking, []).append(
                     f"{label} raised {type_name(exc)}{': ' + reason[0][:200] if reason else ''}")
     order = ["tensor", "no_grad", *OPS, *_PROTOCOL_NAMES]
     names = sorted(missing, key=order.index)

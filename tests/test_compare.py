@@ -244,7 +244,7 @@ def test_an_engine_error_fails_every_point_where_something_is_graded():
     # at x=0 the gradient is not graded (a kink) but the value is, so that point fails too
     assert [v.status for v in grading.verdicts] == ["failed", "failed"]
     assert grading.message.startswith("at x=1.0, the engine raised RuntimeError in backward: boom")
-    assert "1 more wrong value; 2 of 2 points failed" in grading.message
+    assert "1 more point where the engine raised; 2 of 2 points failed" in grading.message
 
 
 def test_an_engine_error_where_nothing_is_graded_is_only_noted_for_the_author():
