@@ -37,8 +37,8 @@ def run_all() -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="also write the figures (JSON) here")
-    text = json.dumps(run_all(), indent=2)
     arguments = parser.parse_args()
+    text = json.dumps(run_all(), indent=2)
     if arguments.out:
         arguments.out.write_text(text + "\n")
     print(text)
