@@ -30,11 +30,9 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from gradcheck import compare, yamlsrc
-from gradcheck.ops import Interval
+from gradcheck.ops import Interval, allowed
 from gradcheck.probe import ACTIONS, EXPECT_KINDS
 from gradcheck.program import MAX_VECTOR, Program, ProgramError, parse
-from gradcheck.strategies import allowed, draw
-from gradcheck.strategies import points as sampled_points
 
 SUFFIX = ".exercise.yaml"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "exercise.schema.json"
@@ -435,7 +433,10 @@ class Exercise(_Model):
         sampled = self.checks.sampled
         domains = {n: i.domain.interval() for n, i in self.inputs.items() if i.domain}
         sizes = {n: self.sizes[n] for n in domains}
-        drawn = draw(sampled_points(sizes, domains, sampled.margin), sampled.count, seed)
+        from gradcheck import strategies  # hypothesis: only when points are drawn, not with a key
+
+        drawn = strategies.draw(strategies.points(sizes, domains, sampled.margin), sampled.count,
+                                seed)
         return [{**base, **p} for p in drawn]
 
     def line_of(self, field_path: str | tuple[str | int, ...]) -> int:

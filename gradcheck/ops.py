@@ -102,6 +102,20 @@ BINARY_BY_SYMBOL: dict[str, Op] = {op.symbol: op for op in OPS.values() if op.ki
 CALLABLE: dict[str, Op] = {op.name: op for op in OPS.values() if op.kind in (FUNCTION, REDUCTION)}
 
 
+def allowed(interval: Interval, margin: float = 0.0) -> list[tuple[float, float]]:
+    """The open pieces of `interval` left after removing `margin` around edges and avoid points."""
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, not {margin}")
+    cuts = sorted(a for a in interval.avoid if interval.low < a < interval.high)
+    edges = [interval.low, *cuts, interval.high]
+    pieces = [(lo + margin, hi - margin) for lo, hi in zip(edges, edges[1:])]
+    pieces = [(lo, hi) for lo, hi in pieces if lo < hi]
+    if not pieces:
+        raise ValueError(f"the domain ({interval.low}, {interval.high}) avoiding "
+                         f"{list(interval.avoid)} with margin {margin} leaves no room to sample")
+    return pieces
+
+
 def fold_constant(op: Op, *args: float) -> float:
     """Evaluate an operation on plain numbers at parse time (constants carry no history)."""
     import numpy as np
