@@ -32,7 +32,7 @@ from pydantic_core import PydanticCustomError
 from gradcheck import compare, yamlsrc
 from gradcheck.ops import Interval, allowed
 from gradcheck.probe import ACTIONS, EXPECT_KINDS
-from gradcheck.program import MAX_VECTOR, Program, ProgramError, parse
+from gradcheck.program import MAX_VECTOR, Program, ProgramError, parse, remember
 
 SUFFIX = ".exercise.yaml"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "exercise.schema.json"
@@ -587,7 +587,7 @@ def _parse(exercise: Exercise) -> Program:
     program = parse(exercise.program_text, exercise.sizes)
     if exercise.output is not None and exercise.output in program.names:
         program = dataclasses.replace(program, output_name=exercise.output)
-    return program
+    return remember(program)  # the grader's requests for it then need no second parse
 
 
 def _cross_check(exercise: Exercise) -> tuple[Program | None, list[_Issue]]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -101,16 +100,31 @@ def parse(source: str, inputs: Mapping[str, int | None], output: str | None = No
 
 
 def spec_program(spec: Mapping[str, Any]) -> Program:
-    """Rebuild a program from :meth:`Program.spec`. Cached: the grader and the worker each check
-    every request's program, several requests a program, and a looped one unrolls to thousands
-    of nodes (a Program is frozen, so sharing one is safe)."""
-    return _parse_spec(spec["source"], tuple(spec["inputs"].items()), spec["output"])
+    """Rebuild a program from :meth:`Program.spec`. Remembered: the grader and the worker each
+    check every request's program, several requests a program, and a looped one unrolls to
+    thousands of nodes (a Program is frozen, so sharing one is safe)."""
+    key = _spec_key(spec["source"], spec["inputs"], spec["output"])
+    program = _KNOWN.get(key)
+    if program is None:
+        program = remember(parse(spec["source"], spec["inputs"], spec["output"]))
+    return program
 
 
-@functools.lru_cache(maxsize=16)
-def _parse_spec(source: str, inputs: tuple[tuple[str, int | None], ...],
-                output: str | None) -> Program:
-    return parse(source, dict(inputs), output)
+def remember(program: Program) -> Program:
+    """Keep `program` for :func:`spec_program` (the oldest of many is forgotten)."""
+    if len(_KNOWN) >= MAX_KNOWN:
+        del _KNOWN[next(iter(_KNOWN))]
+    _KNOWN[_spec_key(program.source, program.inputs, program.output_name)] = program
+    return program
+
+
+def _spec_key(source: str, inputs: Mapping[str, int | None], output: str | None
+              ) -> tuple[Any, ...]:
+    return source, tuple(inputs.items()), output
+
+
+MAX_KNOWN = 512
+_KNOWN: dict[tuple[Any, ...], Program] = {}
 
 
 class _Parser:
