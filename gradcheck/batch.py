@@ -66,8 +66,13 @@ def submissions(folder: Path) -> list[Path]:
 
 def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                 key: Path | None, seed: int | None, timeout: float | None,
-                memory_mb: int | None, submission_timeout: float) -> list[Row]:
-    """Grade every submission in `folder`; return the gradebook's rows in submission order."""
+                memory_mb: int | None, submission_timeout: float,
+                junit: bool = False) -> list[Row]:
+    """Grade every submission in `folder`; return the gradebook's rows in submission order.
+
+    `junit`: also write `OUT/<name>/junit.xml`, hidden exercises' messages included (for an
+    instructor's tools, such as `gradcheck mutants`).
+    """
     bank = load_bank(exercises)
     if not bank.exercises:
         raise GraderError("no exercise to grade in " + ", ".join(map(str, exercises)))
@@ -86,11 +91,13 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
         command += ["--timeout", str(timeout)]
     if memory_mb:
         command += ["--memory-mb", str(memory_mb)]
+    if junit:
+        command += ["--show-hidden"]
     rows: dict[str, Row] = {}
     running = _Running()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(_grade_one, command, entry, out / entry.name, max_score,
-                               submission_timeout, running) for entry in entries]
+                               submission_timeout, running, junit) for entry in entries]
         try:
             for done, future in enumerate(as_completed(futures), start=1):
                 row = future.result()
@@ -163,11 +170,14 @@ class _Running:
 
 
 def _grade_one(command: list[str], submission: Path, folder: Path, max_score: float,
-               limit: float, running: _Running) -> Row:
+               limit: float, running: _Running, junit: bool) -> Row:
     """Grade one submission in its own `gradcheck grade` process, killed after `limit` s."""
     folder.mkdir(parents=True, exist_ok=True)
-    results = folder / "results.json"
+    results, report = folder / "results.json", folder / "junit.xml"
     results.unlink(missing_ok=True)  # never read an earlier batch's file as this one's
+    report.unlink(missing_ok=True)
+    if junit:
+        command = [*command, "--junit", str(report)]
     started = time.monotonic()
     with open(folder / "grader.log", "wb") as log:
         proc = subprocess.Popen([*command, "--results-json", str(results), str(submission)],
@@ -240,7 +250,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "OUT/gradebook.csv (submission, score, max, status, time). Status is graded, "
                     "timeout, error (the grader could not run) or crashed.")
     p.add_argument("folder", metavar="SUBMISSIONS_DIR", type=Path)
-    p.add_argument("-j", "--jobs", type=_count, default=len(os.sched_getaffinity(0)),
+    p.add_argument("-j", "--jobs", type=job_count, default=len(os.sched_getaffinity(0)),
                    help="submissions graded at once (default: the number of CPUs)")
     p.add_argument("--out", metavar="DIR", type=Path, required=True,
                    help="where the results and the gradebook go")
@@ -292,7 +302,8 @@ def _argument_problem(args: argparse.Namespace) -> str:
     return ""
 
 
-def _count(text: str) -> int:
+def job_count(text: str) -> int:
+    """A -j value: a whole number of jobs, at least 1."""
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give a number of jobs >= 1")

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gradcheck import __version__, batch, bundle, course, explain, key, validate
+from gradcheck import __version__, batch, bundle, course, explain, key, mutation, validate
 from gradcheck.bundled import bank_dir
 from gradcheck.exercise import ORACLES, ExerciseError, load_bank
 from gradcheck.grader import DEFAULT_MEMORY_MB, Grader, GraderError, resolve_submission
@@ -141,7 +141,7 @@ def add_validate(subparsers: argparse._SubParsersAction) -> None:
 
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_grade, add_validate, batch.add_parser, key.add_parser, explain.add_parser,
-    course.add_parser, bundle.add_parser)
+    course.add_parser, bundle.add_parser, mutation.add_parser)
 
 
 def _argument_problem(args: argparse.Namespace) -> str:
