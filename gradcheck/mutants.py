@@ -157,10 +157,12 @@ BEHAVIOUR = (
             ("_backward", "grads[a] = ga if s is None else s + ga", "grads[a] = ga"),
             ("_backward", "grads[b] = gb if s is None else s + gb", "grads[b] = gb")),
     _mutant("no-topological-order",
-            "backward() handles nodes in the order it finds them, so a node can pass on its "
-            "gradient before every path into it has arrived.",
+            "backward() walks the graph breadth-first from the output and passes each node's "
+            "gradient on as soon as it gets there, so a node reached first by a short path "
+            "passes on its gradient before the longer path's part has arrived.",
             "an exercise with a diamond whose short path is found first (a value used by a "
             "direct and by a longer path to the output)",
+            ("_reachable", "node = stack.pop()", "node = stack.pop(0)"),
             ("_backward", "order.sort(key=_stamp, reverse=True)", "pass")),
     _mutant("recursive-topological-sort",
             "The graph is walked by a recursive function, so a long chain of operations "
