@@ -119,6 +119,8 @@ class KillMatrix:
     unsound: dict[str, str] = field(default_factory=dict)
     #: mutants (or the control) whose grading did not finish -> why.
     ungraded: dict[str, str] = field(default_factory=dict)
+    #: killed mutant -> what its first killer told it: the feedback a student with the bug gets.
+    evidence: dict[str, str] = field(default_factory=dict)
 
     @property
     def survivors(self) -> list[Mutant]:
@@ -147,8 +149,10 @@ def kill_matrix(mutants: Sequence[Mutant], graded: Path, rows: Sequence[batch.Ro
             matrix.ungraded[mutant.name] = _why(status.get(mutant.name))
             continue
         _, fails = result
-        matrix.killed[mutant.name] = [e for e in matrix.exercises
-                                      if e in fails and e not in matrix.unsound]
+        killers = [e for e in matrix.exercises if e in fails and e not in matrix.unsound]
+        matrix.killed[mutant.name] = killers
+        if killers:
+            matrix.evidence[mutant.name] = f"{killers[0]}::{fails[killers[0]]}"
     return matrix
 
 
@@ -179,8 +183,11 @@ def _why(row: batch.Row | None) -> str:
     return f"{row.status}: {row.note}" if row.note else row.status
 
 
-def render(matrix: KillMatrix, *, width: int = 100) -> str:
-    """The kill matrix for a terminal: each mutant and its killers, then what survived."""
+def render(matrix: KillMatrix, *, width: int = 100, verbose: bool = False) -> str:
+    """The kill matrix for a terminal: each mutant and its killers, then what survived.
+
+    `verbose` adds, under each killed mutant, the first message its first killer gave it.
+    """
     out = io.StringIO()
     if CONTROL in matrix.ungraded:
         out.write(f"The unmutated reference engine could not be graded "
@@ -200,6 +207,8 @@ def render(matrix: KillMatrix, *, width: int = 100) -> str:
             killers = matrix.killed.get(mutant.name, [])
             line = _listing(killers, width - name_width - 2) if killers else "SURVIVED"
         out.write(f"{mutant.name:<{name_width}}  {line}\n")
+        if verbose and mutant.name in matrix.evidence:
+            out.write(f"{'':<{name_width}}    {matrix.evidence[mutant.name]}\n")
     idle = [e for e in matrix.exercises if e not in matrix.unsound
             and not any(e in killers for killers in matrix.killed.values())]
     if idle:
@@ -266,6 +275,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", type=Path,
                    help="keep the mutants' sources and results here (default: a temporary "
                         "folder, removed afterwards)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="under each killed mutant, the message its first killer gave it")
     p.add_argument("--matrix", metavar="FILE", type=Path,
                    help="write the whole kill matrix as CSV (one row per mutant)")
     p.set_defaults(run=run)
@@ -312,7 +323,7 @@ def _grade(mutants: list[Mutant], args: argparse.Namespace, folder: Path) -> int
                              seed=args.seed, timeout=None, memory_mb=None,
                              submission_timeout=900.0, junit=True)
     matrix = kill_matrix(mutants, graded, rows)
-    sys.stdout.write(render(matrix))
+    sys.stdout.write(render(matrix, verbose=args.verbose))
     if args.matrix:
         write_csv(matrix, args.matrix)
     return 0 if matrix.complete else SURVIVED

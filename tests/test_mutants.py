@@ -144,10 +144,15 @@ def small_bank(tmp_path):
 @pytest.mark.slow
 def test_a_mutant_no_exercise_catches_survives_with_a_suggestion_and_exit_status_1(small_bank):
     run = _gradcheck("mutants", "--exercises", str(small_bank), "--only",
-                     "add-drops-second-operand", "--only", "relu-kink-one")
+                     "add-drops-second-operand", "--only", "relu-kink-one", "--verbose")
     assert run.returncode == 1, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert any(line.split() == ["add-drops-second-operand", "1:", "op-add"] for line in lines)
+    killed = lines.index(next(line for line in lines
+                              if line.startswith("add-drops-second-operand ")))
+    assert lines[killed].split()[1:] == ["1:", "op-add"]
+    # --verbose: the feedback a student with this bug gets, naming the operation at fault
+    assert lines[killed + 1].lstrip().startswith("op-add::")
+    assert "(AddBackward0)" in lines[killed + 1]
     assert any(line.split() == ["relu-kink-one", "SURVIVED"] for line in lines)
     relu = next(m for m in CATALOGUE if m.name == "relu-kink-one")
     assert f"survived: relu-kink-one\n  the bug: {relu.bug}\n" in run.stdout
