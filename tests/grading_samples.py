@@ -38,6 +38,23 @@ checks:
   gradients: {}
 """
 
+# x * y: an engine that sends y the slope y instead of x (tests/engines/wrong_mul.py) gets the
+# gradients wrong and the graph right.
+PRODUCT = """\
+id: product
+title: A product of two inputs
+topic: 01-forward
+points: 2
+inputs:
+  x: {value: 1.5}
+  y: {value: -0.5}
+program: |
+  f = x * y
+checks:
+  gradients: {}
+  graph: {names: [x, y, f]}
+"""
+
 BROKEN = """\
 id: broken
 title: Broken

@@ -9,27 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from grading_samples import read_results, write_bank
+from grading_samples import PRODUCT, read_results, write_bank
 
 from gradcheck.batch import submissions
 from gradcheck.bundled import reference_path
 from gradcheck.cli import main
 
 ENGINES = Path(__file__).parent / "engines"
-#: Two points where wrong_mul (the slope y sent to y) is caught.
-PRODUCT = """\
-id: product
-title: A product of two inputs
-topic: 01-forward
-points: 2
-inputs:
-  x: {value: 2.0}
-  y: {value: -3.0}
-program: |
-  z = x * y
-checks:
-  gradients: {}
-"""
 
 
 @pytest.fixture

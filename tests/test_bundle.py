@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_samples import CUBE, read_results
+from grading_samples import CUBE, PRODUCT, read_results
 
 from gradcheck import __version__, bundle
 from gradcheck import key as answer_key
@@ -26,23 +26,6 @@ from gradcheck.cli import main
 from gradcheck.exercise import load_bank
 
 ENGINES = Path(__file__).parent / "engines"
-
-# x * y: an engine that sends y the slope y instead of x (tests/engines/wrong_mul.py) gets the
-# gradients wrong and the graph right.
-PRODUCT = """\
-id: product
-title: A product of two inputs
-topic: 01-forward
-points: 2
-inputs:
-  x: {value: 1.5}
-  y: {value: -0.5}
-program: |
-  f = x * y
-checks:
-  gradients: {}
-  graph: {names: [x, y, f]}
-"""
 
 
 @pytest.fixture(scope="module")
