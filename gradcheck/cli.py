@@ -67,6 +67,13 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
                                                                    "unless an exercise says")
     p.add_argument("--memory-mb", metavar="MB", type=int, default=DEFAULT_MEMORY_MB,
                    help="memory limit of the worker (default: %(default)s)")
+    p.add_argument("--worker-user", metavar="UID", type=_uid,
+                   help="run the submission's worker as this user and group id (any unused "
+                        "uid; the grader must be root): then it cannot read files only root "
+                        "may, such as the answer key (docs/security.md)")
+    p.add_argument("--worker-python", metavar="PATH",
+                   help="the Python the worker runs (default: the grader's own); with "
+                        "--worker-user, one that user may run")
     p.add_argument("--oracles", type=_oracles, metavar="fd,torch,jax",
                    help="restrict the oracles used (default: those each exercise lists)")
     p.add_argument("--fail-under", metavar="SCORE", type=float,
@@ -109,7 +116,8 @@ def run_grade(args: argparse.Namespace) -> int:
 
     try:
         with Grader(args.submission, seed=args.seed, key=args.key, oracles=args.oracles,
-                    timeout=args.timeout, memory_mb=args.memory_mb) as grader:
+                    timeout=args.timeout, memory_mb=args.memory_mb,
+                    worker=_worker_options(args)) as grader:
             so_far.seed = grader.seed
             save(so_far, UNFINISHED)
             report = grader.grade_bank(bank, progress)
@@ -155,7 +163,22 @@ def _argument_problem(args: argparse.Namespace) -> str:
             return f"--exercises {path}: no such file or folder"
     if args.key and not Path(args.key).is_file():
         return f"--key {args.key}: no such file"
+    if args.worker_user is not None and os.geteuid() != 0:
+        return ("--worker-user needs the grader to run as root (only root may start a process "
+                "as another user); leave it out, or run the grader as root")
+    if args.worker_python and not os.access(args.worker_python, os.X_OK):
+        return f"--worker-python {args.worker_python}: no such program"
     return ""
+
+
+def _worker_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options of the sandboxed worker that `grade` sets."""
+    options: dict[str, object] = {}
+    if args.worker_user is not None:
+        options["user"] = args.worker_user
+    if args.worker_python:
+        options["python"] = args.worker_python
+    return options
 
 
 def _cannot_run(args: argparse.Namespace, problem: str, report: GradeReport | None = None) -> int:
@@ -192,6 +215,13 @@ def _oracles(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(
             f"{text!r}: choose among {', '.join(ORACLES)}, separated by commas")
     return names
+
+
+def _uid(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a user id >= 1 (not root's 0)")
+    return value
 
 
 def _positive(text: str) -> float:

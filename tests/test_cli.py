@@ -47,6 +47,15 @@ def test_an_unknown_oracle_is_refused_by_name(capsys):
     assert "'fd,sympy': choose among fd, torch, jax" in capsys.readouterr().err
 
 
+def test_root_is_no_worker_user_and_a_missing_worker_python_is_named(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        grade("reference", "--worker-user", "0")
+    assert exit_.value.code == 2
+    assert "'0': give a user id >= 1 (not root's 0)" in capsys.readouterr().err
+    assert grade("reference", "--worker-python", tmp_path / "python9") == 2
+    assert f"--worker-python {tmp_path / 'python9'}: no such program" in capsys.readouterr().err
+
+
 def test_a_folder_without_exercises_cannot_be_graded(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy
 import pytest
@@ -574,29 +575,64 @@ def test_a_grader_with_a_worker_of_another_user_grades_as_before(bank, honest, t
     assert outcome(report) == outcome(honest)
 
 
-@as_another_user
-def test_an_engine_that_reads_the_answer_key_gains_points_only_from_a_key_it_may_read(
-        bank, key_file, open_folder):
-    """tests/engines/key_lookup.py has no derivatives: it copies torch's gradients from the key.
-    Run as the grader's user it gains the gradient checks; as another user, with the key root's
-    and private, it earns exactly what it earns with no key to read."""
+@pytest.fixture
+def private_key(key_file, open_folder):
+    """The answer key in a folder only root may enter, as docs/security.md asks."""
     secret = open_folder / "secret"
     secret.mkdir(mode=0o700)
     key = secret / "key.json"
     shutil.copy(key_file, key)
     key.chmod(0o600)
+    return key
+
+
+def key_reader(folder: Path, key: Path) -> Path:
+    """A submission: tests/engines/key_lookup.py, which has no derivatives and copies torch's
+    gradients from the answer key at `key` when it can read it."""
+    submission = folder / "engine.py"
+    submission.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
+                          f"from key_lookup import arm\ntensor, no_grad = arm({str(key)!r})\n")
+    return submission
+
+
+@as_another_user
+def test_an_engine_that_reads_the_answer_key_gains_points_only_from_a_key_it_may_read(
+        bank, private_key, open_folder):
+    """Run as the grader's user it gains the gradient checks; as another user, with the key
+    root's and private, it earns exactly what it earns with no key to read."""
 
     def graded(path: Path, **worker) -> dict:
-        submission = open_folder / "engine.py"
-        submission.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
-                              f"from key_lookup import arm\ntensor, no_grad = arm({str(path)!r})\n")
-        report, _, _ = run(submission, bank, open_folder, key=key, worker=worker)
+        report, _, _ = run(key_reader(open_folder, path), bank, open_folder, key=private_key,
+                           worker=worker)
         return outcome(report)
 
     blind = graded(open_folder / "no-such-key.json")
-    other = graded(key, user=UID, python=PYTHON)
-    same = graded(key)
+    other = graded(private_key, user=UID, python=PYTHON)
+    same = graded(private_key)
     assert other == blind
     gained = {check for check, (status, _) in same.items() if status == "passed"} - {
         check for check, (status, _) in blind.items() if status == "passed"}
     assert {check for _, check in gained} == {"gradients", "sampled"}
+
+
+@as_another_user
+def test_gradcheck_grade_worker_user_keeps_a_private_key_from_the_submission(
+        bank_dir, private_key, open_folder):
+    """The same from the command line: `--worker-user` (and `--worker-python`, as the test run's
+    own Python lies under /root, where no other user may go)."""
+    submission = key_reader(open_folder, private_key)
+
+    def passed(*options: str) -> set[tuple[str, str]]:
+        junit = open_folder / "junit.xml"
+        done = subprocess.run(
+            [sys.executable, "-m", "gradcheck", "grade", str(submission), "--exercises",
+             str(bank_dir), "--key", str(private_key), "--junit", str(junit), *options],
+            capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        cases = ElementTree.parse(junit).getroot().iter("testcase")
+        return {(case.get("classname"), case.get("name")) for case in cases if len(case) == 0}
+
+    same = passed()
+    other = passed("--worker-user", str(UID), "--worker-python", PYTHON)
+    assert other < same
+    assert {check for _, check in same - other} == {"gradients", "sampled"}
