@@ -20,7 +20,11 @@ Limits, and who enforces them:
   apply to root, and a writable cgroup v2 `pids` controller cannot be assumed (this machine has
   none), so the count is polled; on a failure every process is stopped, then killed. A process
   orphaned inside the worker's tree is adopted by the worker (a child subreaper, below), unless
-  the submission undoes that on purpose: then it escapes, and bounding it is the container's part;
+  the submission undoes that on purpose: then it escapes, and bounding it is the container's part.
+  Finding the worker's processes means reading every process in /proc (per-task children lists
+  are a kernel option this machine lacks), so a poll scans again only when the kernel has handed
+  out a process id since the last scan, or a second has passed; otherwise no process or thread
+  can have been started anywhere, and the processes found last time are looked at again;
 - output: stdout and stderr go to files the grader reads (keeping the first `keep_output` bytes of
   each) and empties after every request; more than `max_output` bytes in one request fail it.
   RLIMIT_FSIZE (`max_output` + 1 MB, with SIGXFSZ's default action restored) stops a flood at
@@ -49,12 +53,13 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from gradcheck import probe
 from gradcheck.worker import BOOTSTRAP, HEADER, MAX_FRAME, pack
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
+RESCAN = 1.0  # seconds after which the worker's processes are looked for afresh regardless
 MAX_DETAIL = 20_000  # characters kept of a traceback (its end) or an exception's message
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _GRADCHECK_DIR = str(Path(__file__).resolve().parent)
@@ -127,6 +132,7 @@ class Worker:
         self._eof = False
         self._phase = ""
         self._next_scan = 0.0
+        self._census: _Census | None = None  # the worker's processes, as last found in /proc
 
     def __enter__(self) -> Worker:
         return self
@@ -328,17 +334,32 @@ class Worker:
 
     def _over_limits(self) -> Failure | None:
         assert self._proc is not None
-        members = _members(self._proc.pid)
+        members = self._processes()
         if sum(threads for _, threads, _ in members) > self.max_tasks:
             return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
                               f"or threads {self._where()}")
-        if self.memory_mb is not None and _memory(members) > self.memory_mb << 20:
+        if self.memory_mb is not None and _uses_more_than(members, self.memory_mb << 20):
             return self._fail("memory", self._memory_message())
         printed = sum(os.stat(self._dir / name).st_size for name in self._kept)
         if printed > self.max_output:
             return self._fail("output", f"the engine printed more than {_bytes(self.max_output)} "
                               f"{self._where()}")
         return None
+
+    def _processes(self) -> list[tuple[int, int, int]]:
+        """The worker's processes now, as :func:`_members` finds them. A scan of /proc costs a
+        read per process on the machine, after every request; it is skipped when the kernel's
+        last process id is the one seen before the previous scan (no process or thread was
+        created anywhere since, so the worker's can only be fewer) and that scan is recent."""
+        assert self._proc is not None
+        last, now = _last_pid(), time.monotonic()
+        census = self._census
+        if (last is None or census is None or census.last_pid != last
+                or now - census.at >= RESCAN):
+            members = _members(self._proc.pid)
+            self._census = _Census(last, now, frozenset(pid for pid, *_ in members))
+            return members
+        return _members(self._proc.pid, among=census.pids)
 
     # --- endings -----------------------------------------------------------------------------
 
@@ -395,6 +416,7 @@ class Worker:
         code = self._proc.wait()
         self._sock.close()
         self._proc = self._sock = None
+        self._census = None
         self._collect_output()
         return code
 
@@ -429,11 +451,31 @@ def _bytes(n: int) -> str:
     return f"{n} bytes"
 
 
-def _members(session: int, roots: set[int] = frozenset()) -> list[tuple[int, int, int]]:
+@dataclass(frozen=True)
+class _Census:
+    """What a scan of /proc found: the kernel's last process id just before it, when, the pids."""
+
+    last_pid: int | None
+    at: float
+    pids: frozenset[int]
+
+
+def _last_pid() -> int | None:
+    """The process id the kernel handed out last (a thread takes one too), or None if unknown."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[4])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _members(session: int, roots: set[int] = frozenset(),
+             among: Iterable[int] | None = None) -> list[tuple[int, int, int]]:
     """(pid, threads, resident bytes) of each live process in `session`, in `roots`, or
-    descending from one of those (a child that called setsid() is found through its parent)."""
+    descending from one of those (a child that called setsid() is found through its parent);
+    looked for among all processes, or only `among` these pids."""
     stats: dict[int, tuple[int, int, int, int]] = {}
-    for name in os.listdir("/proc"):
+    for name in (os.listdir("/proc") if among is None else map(str, among)):
         if not name.isdigit():
             continue
         try:
@@ -454,9 +496,14 @@ def _members(session: int, roots: set[int] = frozenset()) -> list[tuple[int, int
     return [(pid, stats[pid][2], stats[pid][3]) for pid in found]
 
 
-def _memory(members: list[tuple[int, int, int]]) -> int:
-    """Bytes of memory the processes use, each shared page counted once (the sum of their PSS;
-    a sum of resident sizes would count the pages of every fork again)."""
+def _uses_more_than(members: list[tuple[int, int, int]], limit: int) -> bool:
+    """Whether the processes use more than `limit` bytes, each shared page counted once (the sum
+    of their PSS; a sum of resident sizes would count the pages of every fork again). A PSS is
+    never above the resident size, so while the resident sizes add up to less than half the
+    limit (room for the kernel's lagging counters) the PSS, which takes a walk of each process's
+    pages to read, is not read."""
+    if sum(rss for _, _, rss in members) < limit // 2:
+        return False
     total = 0
     for pid, _, rss in members:
         try:
@@ -465,7 +512,7 @@ def _memory(members: list[tuple[int, int, int]]) -> int:
             total += int(pss.split()[1]) << 10
         except (OSError, StopIteration):  # gone, or a kernel without smaps_rollup
             total += rss
-    return total
+    return total > limit
 
 
 def _kill_all(session: int) -> None:

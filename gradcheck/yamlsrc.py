@@ -8,6 +8,13 @@ tags are accepted, so no file can ask for a Python object.
 
 Fields are addressed by paths: a tuple such as `("checks", "behaviour", "steps", 2, "backward")`,
 written `checks.behaviour.steps[2].backward`.
+
+Speed: PyYAML's pure-Python scanner and parser take most of the time of loading a bank, so when
+PyYAML has libyaml, libyaml's parser (`CParser`) produces the events and the same Python composer
+as before builds the nodes from them, depth guard included. Nothing else changes: the nodes and
+their marks are the same (but for where a mapping or list that closes the file ends, which nothing
+reads), and a file that libyaml refuses, or that holds characters PyYAML's reader refuses, is read
+again by PyYAML's own parser, so that every error is PyYAML's, worded as before.
 """
 
 from __future__ import annotations
@@ -56,14 +63,10 @@ for _tag, _regexp, _first in [
     Resolver12.add_implicit_resolver(_TAG + _tag, re.compile(_regexp), _first)
 
 
-class _Loader(Reader, Scanner, Parser, Composer, Resolver12):
-    def __init__(self, stream: str) -> None:
-        Reader.__init__(self, stream)
-        Scanner.__init__(self)
-        Parser.__init__(self)
-        Composer.__init__(self)
-        Resolver12.__init__(self)
-        self.depth = 0
+class _GuardedComposer(Composer):
+    """PyYAML's composer, refusing nesting deeper than MAX_DEPTH (it recurses once per level)."""
+
+    depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         self.depth += 1
@@ -74,6 +77,36 @@ class _Loader(Reader, Scanner, Parser, Composer, Resolver12):
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+
+class _Loader(Reader, Scanner, Parser, _GuardedComposer, Resolver12):
+    """All in Python: slow, and the source of every error message."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _GuardedComposer.__init__(self)
+        Resolver12.__init__(self)
+
+
+_FastLoader: type | None = None
+if getattr(yaml, "__with_libyaml__", False):
+    from yaml.cyaml import CParser
+
+    class _FastLoader(_GuardedComposer, CParser, Resolver12):  # type: ignore[no-redef]
+        """libyaml's events, composed in Python (the composer comes first in the MRO, so
+        CParser's own composing in C, which has no depth guard, is never used)."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            _GuardedComposer.__init__(self)
+            Resolver12.__init__(self)
+
+        def compose_scalar_node(self, anchor: str | None) -> yaml.ScalarNode:
+            node = super().compose_scalar_node(anchor)
+            node.style = node.style or None  # libyaml's events say '' for plain, PyYAML None
+            return node
 
 
 class YamlError(ValueError):
@@ -148,11 +181,7 @@ def format_path(path: Iterable[str | int]) -> str:
 def load(text: str) -> Source:
     """Read one YAML document; raises :class:`YamlError` with the line of the problem."""
     try:
-        loader = _Loader(text)
-        try:
-            root = loader.get_single_node()
-        finally:
-            loader.dispose()
+        root = _compose(text)
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(exc) from None
     except yaml.YAMLError as exc:  # reader errors: bad characters or encodings
@@ -160,6 +189,25 @@ def load(text: str) -> Source:
     source = Source(None, text)
     source.data = _Builder(source).value(root, ()) if root is not None else None
     return source
+
+
+def _compose(text: str, fast: bool = True) -> yaml.Node | None:
+    """The document's root node: by libyaml's parser when it is there and accepts the text (the
+    same nodes and marks), else by PyYAML's, whose errors are the ones reported."""
+    if fast and _FastLoader is not None and not Reader.NON_PRINTABLE.search(text):
+        try:
+            return _compose_with(_FastLoader, text)
+        except yaml.YAMLError:
+            pass  # libyaml words its errors differently: PyYAML's parser reports this file
+    return _compose_with(_Loader, text)
+
+
+def _compose_with(loader_class: type, text: str) -> yaml.Node | None:
+    loader = loader_class(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
 
 
 def _syntax_error(exc: yaml.MarkedYAMLError) -> YamlError:

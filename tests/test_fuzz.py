@@ -23,6 +23,7 @@ from gradcheck import yamlsrc
 from gradcheck.bundled import bank_dir
 from gradcheck.exercise import ExerciseError, load_exercise
 from gradcheck.program import ProgramError, parse
+from test_yamlsrc import outcome
 
 NIGHTLY = int(os.environ.get("GRADCHECK_FUZZ_EXAMPLES", "0"))
 HANG = 20  # seconds after which one example counts as a hang
@@ -102,6 +103,8 @@ def yaml_outcome(text: str) -> None:
             yamlsrc.load(text)
     except yamlsrc.YamlError as error:
         assert error.line >= 1 and error.message, repr(error)
+    if yamlsrc._FastLoader is not None:  # libyaml's parser reads it as PyYAML's alone would
+        assert outcome(text, fast=True) == outcome(text, fast=False)
 
 
 def exercise_outcome(text: str, path: Path) -> ExerciseError | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy.testing
 import pytest
 
-from gradcheck import probe, torch_engine
+from gradcheck import probe, sandbox, torch_engine
 from gradcheck.program import parse
 from gradcheck.sandbox import Failure, Worker
 
@@ -300,6 +300,39 @@ def test_close_leaves_no_process_and_no_files():
 
 
 @pytest.mark.slow
+def test_processes_started_in_a_quick_request_are_counted_after_it():
+    """Between requests the grader rescans /proc only when a process id was handed out since
+    its last scan; the 200 processes a backward() forks are such a case."""
+    w = worker("fork_flood", max_tasks=1000)
+    try:
+        assert w.request(INSPECT, timeout=5)["missing"] == ["select"]
+        assert [pid for pid, *_ in w._processes()] == [w.pid]
+        reply = w.request(gradients(ADD_EXP), timeout=10)
+        assert reply["results"][0]["error"] is None
+        assert sorted(pid for pid, *_ in w._processes()) == sorted(running(w))
+        assert len(running(w)) == 201
+    finally:
+        w.close()
+
+
+def test_memory_is_judged_as_by_the_proportional_set_size():
+    """The PSS is read only when the resident sizes could reach the limit; the verdict is the
+    one the PSS gives at any limit."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                             start_new_session=True)
+    try:
+        time.sleep(0.3)
+        members = sandbox._members(child.pid)
+        assert [pid for pid, *_ in members] == [child.pid]
+        with open(f"/proc/{child.pid}/smaps_rollup") as f:
+            pss = next(int(line.split()[1]) << 10 for line in f if line.startswith("Pss:"))
+        for limit in (1, pss // 2, pss * 2 - 4096, pss * 2 + 4096, 1 << 40):
+            assert sandbox._uses_more_than(members, limit) == (pss > limit), limit
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_torch_itself_runs_as_a_submission():
     path = Path(torch_engine.__file__)
     with Worker(path, memory_mb=1024) as w:

@@ -135,3 +135,52 @@ def test_dumped_text_loads_back_unchanged(text):
 @given(st.floats(allow_nan=False) | st.integers() | st.booleans() | st.none())
 def test_dumped_scalars_load_back_unchanged(value):
     assert load(yamlsrc.dump({"a": value})).data == {"a": value}
+
+
+# --- libyaml's parser, when PyYAML has it ------------------------------------------------------
+
+needs_libyaml = pytest.mark.skipif(yamlsrc._FastLoader is None, reason="PyYAML without libyaml")
+
+
+def outcome(text: str, fast: bool):
+    """Everything `load` keeps of `text` when its nodes come from one parser: the data, every
+    mark, each node's style and start (and a scalar's end), or the error."""
+    try:
+        root = yamlsrc._compose(text, fast)
+        source = yamlsrc.Source(None, text)
+        source.data = yamlsrc._Builder(source).value(root, ()) if root is not None else None
+    except YamlError as error:
+        return ("error", error.message, error.line, error.column)
+    except yaml.YAMLError as error:
+        return ("syntax", str(error))
+    # A mapping's or list's end mark is never used (libyaml ends one at the next line's start).
+    nodes = {path: (getattr(node, "style", None), getattr(node, "flow_style", None),
+                    node.start_mark.line, node.start_mark.column,
+                    (node.end_mark.line, node.end_mark.column)
+                    if isinstance(node, yaml.ScalarNode) else None)
+             for path, node in source.nodes.items()}
+    return (repr(source.data), source.marks, nodes)
+
+
+@needs_libyaml
+def test_libyaml_and_pyyaml_read_every_bundled_file_alike():
+    from gradcheck.bundled import bank_dir
+
+    files = sorted(bank_dir().rglob("*.exercise.yaml"))
+    assert files
+    for path in files:
+        text = path.read_text()
+        assert outcome(text, fast=True) == outcome(text, fast=False), path
+
+
+@needs_libyaml
+@pytest.mark.parametrize("text", [
+    "a: 1\nb: [1, 2\nc: 3\n",  # libyaml's own words would differ
+    "a: 1\n---\nb: 2\n",
+    "a: *nowhere\n",
+    "a: \x07\n",  # PyYAML's reader refuses it
+    "a: " + "[" * 200 + "]" * 200 + "\n",  # the depth guard, on libyaml's events
+    "key: 'quoted'\nblock: |\n  two\n  lines\nplain: x\n",
+])
+def test_libyaml_gives_pyyamls_data_marks_and_errors(text):
+    assert outcome(text, fast=True) == outcome(text, fast=False)

@@ -31,6 +31,8 @@ ORACLES: dict[str, tuple[str, str]] = {
 }
 
 Batch = dict[str, np.ndarray]
+#: what an oracle's `run` takes: a program, a batch, the inputs to differentiate
+Job = tuple[Program, Batch, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -131,14 +133,19 @@ def compute(program: Program, points: Mapping[str, Any] | Sequence[Mapping[str, 
             requires_grad: Iterable[str],
             oracles: Sequence[str] = ("fd", "torch", "jax")) -> dict[str, OracleResult | Skipped]:
     """Values and gradients of `program` at every point, by each named oracle."""
-    batch = as_batch(program, points)
-    wanted = _requires_grad(program, requires_grad)
+    _, batch, wanted = job(program, points, requires_grad)
     results: dict[str, OracleResult | Skipped] = {}
     for name in oracles:
-        backend = _backend(name)
-        results[name] = backend if isinstance(backend, Skipped) else backend.run(
+        oracle = backend(name)
+        results[name] = oracle if isinstance(oracle, Skipped) else oracle.run(
             program, batch, wanted)
     return results
+
+
+def job(program: Program, points: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        requires_grad: Iterable[str]) -> Job:
+    """What `compute` gives each oracle's `run`, checked (`jax_grad.run_many` takes a list)."""
+    return program, as_batch(program, points), _requires_grad(program, requires_grad)
 
 
 def _requires_grad(program: Program, names: Iterable[str]) -> tuple[str, ...]:
@@ -151,7 +158,8 @@ def _requires_grad(program: Program, names: Iterable[str]) -> tuple[str, ...]:
 
 
 @functools.cache
-def _backend(name: str) -> ModuleType | Skipped:
+def backend(name: str) -> ModuleType | Skipped:
+    """The module of oracle `name`, imported once, or why it cannot run."""
     if name not in ORACLES:
         raise ValueError(f"unknown oracle {name!r}; choose from {', '.join(ORACLES)}")
     module, library = ORACLES[name]
