@@ -50,8 +50,9 @@ def mutate(source: str, mutant: Mutant) -> str:
     try:
         compile(source, f"<mutant {mutant.name}>", "exec")
     except SyntaxError as error:
+        problem = f"line {error.lineno}: {error.msg}"
         raise MutantError(f"mutant {mutant.name}: the edited engine is not valid Python "
-                          f"(line {error.lineno}: {error.msg}); fix the edit's `new` text") from None
+                          f"({problem}); fix the edit's `new` text") from None
     return header + source
 
 
@@ -121,6 +122,8 @@ class KillMatrix:
     ungraded: dict[str, str] = field(default_factory=dict)
     #: killed mutant -> what its first killer told it: the feedback a student with the bug gets.
     evidence: dict[str, str] = field(default_factory=dict)
+    #: the control's skipped checks ("exercise::check") -> why: no mutant can fail those either.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def survivors(self) -> list[Mutant]:
@@ -141,14 +144,13 @@ def kill_matrix(mutants: Sequence[Mutant], graded: Path, rows: Sequence[batch.Ro
     if control is None:
         matrix.ungraded[CONTROL] = _why(status.get(CONTROL))
         return matrix
-    matrix.exercises, failed = control
-    matrix.unsound = failed
+    matrix.exercises, matrix.unsound, matrix.skipped = control
     for mutant in mutants:
         result = _failures(graded / f"{mutant.name}.py" / "junit.xml")
         if result is None:
             matrix.ungraded[mutant.name] = _why(status.get(mutant.name))
             continue
-        _, fails = result
+        _, fails, _ = result
         killers = [e for e in matrix.exercises if e in fails and e not in matrix.unsound]
         matrix.killed[mutant.name] = killers
         if killers:
@@ -156,25 +158,28 @@ def kill_matrix(mutants: Sequence[Mutant], graded: Path, rows: Sequence[batch.Ro
     return matrix
 
 
-def _failures(junit: Path) -> tuple[list[str], dict[str, str]] | None:
-    """The exercises of a JUnit report in order, and the first failure message of each failing
-    one; None when there is no complete report (grading did not finish)."""
+def _failures(junit: Path) -> tuple[list[str], dict[str, str], dict[str, str]] | None:
+    """The exercises of a JUnit report in order, the first failure message of each failing one,
+    and each skipped check's message; None when there is no complete report (grading did not
+    finish)."""
     try:
         root = ET.parse(junit).getroot()
     except (OSError, ET.ParseError):
         return None
     exercises: list[str] = []
     failures: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     for case in root.iter("testcase"):
-        exercise = case.get("classname", "")
+        exercise, check = case.get("classname", ""), case.get("name", "")
         if exercise not in exercises:
             exercises.append(exercise)
-        outcome = case.find("failure")
-        if outcome is None:
-            outcome = case.find("error")
-        if outcome is not None and exercise not in failures:
-            failures[exercise] = f"{case.get('name')}: {outcome.get('message', '')}"
-    return exercises, failures
+        for outcome in case:
+            message = outcome.get("message", "")
+            if outcome.tag == "skipped":
+                skipped[f"{exercise}::{check}"] = message
+            elif outcome.tag in ("failure", "error") and exercise not in failures:
+                failures[exercise] = f"{check}: {message}"
+    return exercises, failures, skipped
 
 
 def _why(row: batch.Row | None) -> str:
@@ -198,6 +203,13 @@ def render(matrix: KillMatrix, *, width: int = 100, verbose: bool = False) -> st
                    if why.startswith("load: ") else
                    f"the unmutated reference engine fails {exercise} ({why})")
         out.write(f"warning: {problem}; it kills no mutant: run `gradcheck validate` on it\n")
+    if matrix.skipped:
+        first, why = next(iter(matrix.skipped.items()))
+        count = len(matrix.skipped)
+        checks = "1 check was" if count == 1 else f"{count} checks were"
+        out.write(f"warning: {checks} skipped, for the unmutated engine too (first: {first}, "
+                  f"{why}); no mutant can fail them: install torch and jax (pip install -c "
+                  "constraints.txt 'gradcheck[all]') to grade them\n")
     name_width = max(len(m.name) for m in matrix.mutants)
     out.write(f"{'mutant':<{name_width}}  killed by\n")
     for mutant in matrix.mutants:

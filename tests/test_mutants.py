@@ -3,12 +3,15 @@ every mutant."""
 
 import csv
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from grading_samples import PRODUCT
 
 from gradcheck.bundled import bank_dir, reference_path
 from gradcheck.mutants import CATALOGUE, WHOLE, Edit, Mutant
@@ -175,6 +178,25 @@ def test_an_exercise_the_reference_fails_kills_nothing_and_a_broken_one_stops_no
     assert "warning: broken could not be loaded (" in run.stdout
     assert any(line.split() == ["add-drops-second-operand", "1:", "op-add"]
                for line in run.stdout.splitlines())
+
+
+@pytest.mark.slow
+def test_checks_skipped_for_want_of_torch_and_jax_are_named_as_catching_nothing(tmp_path):
+    """Every process of the run (the key's builder, each grader) finds neither torch nor jax."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    (bank / "product.exercise.yaml").write_text(PRODUCT)  # gradients, and a graph (torch only)
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text('import sys\nsys.modules["torch"] = None\n'
+                                           'sys.modules["jax"] = None\n')
+    run = subprocess.run([sys.executable, "-m", "gradcheck", "mutants", "--exercises", str(bank),
+                          "--only", "mul-own-operand"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(hide)})
+    assert run.returncode == 0, run.stdout + run.stderr  # finite differences still catch it
+    assert ("warning: 1 check was skipped, for the unmutated engine too (first: product::graph, "
+            "skipped: torch is not installed); no mutant can fail them") in run.stdout
+    assert "every submission is graded live" in run.stderr
 
 
 def test_an_unknown_mutant_is_refused_and_the_catalogue_can_be_listed():
