@@ -5,7 +5,8 @@ engine with one bug put in) and graded like a class's submission, by `gradcheck 
 in its own grader process and sandboxed worker, torch and jax run once for all of them through an
 answer key. The unmutated reference engine is graded alongside as the control: an exercise kills a
 mutant when the mutant fails one of its checks that the control passes. An exercise the control
-fails (a broken file, a wrong hand answer) kills nothing, and is reported.
+fails (a broken file, a time limit too tight) kills nothing and is reported, as is a check
+skipped for want of torch or jax.
 
 The result is the kill matrix: for each mutant, the exercises that catch it; for each surviving
 mutant, the kind of exercise that would. The command exits with status 1 when a mutant survives,
