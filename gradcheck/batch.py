@@ -43,6 +43,8 @@ COLUMNS = ("submission", "score", "max", "status", "time")
 #: Exit status when some submission could not be graded (timeout, grader error or crash).
 NOT_ALL_GRADED = 1
 CANNOT_RUN = 2
+#: Seconds after which a submission's grading is killed, unless --submission-timeout says.
+SUBMISSION_TIMEOUT = 900.0
 
 
 @dataclass
@@ -263,8 +265,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", metavar="S", type=float,
                    help="seconds per exercise, unless an exercise says")
     p.add_argument("--memory-mb", metavar="MB", type=int, help="memory limit of each worker")
-    p.add_argument("--submission-timeout", metavar="S", type=float, default=900.0,
-                   help="kill a submission's grading after S seconds (default 900)")
+    p.add_argument("--submission-timeout", metavar="S", type=float,
+                   default=SUBMISSION_TIMEOUT,
+                   help="kill a submission's grading after S seconds (default %(default)g)")
     p.set_defaults(run=run)
 
 

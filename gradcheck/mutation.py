@@ -334,7 +334,7 @@ def _grade(mutants: list[Mutant], args: argparse.Namespace, folder: Path) -> int
     rows = batch.grade_batch(sources, graded, jobs=args.jobs,
                              exercises=args.exercises or [bank_dir()], key=args.key,
                              seed=args.seed, timeout=None, memory_mb=None,
-                             submission_timeout=900.0, junit=True)
+                             submission_timeout=batch.SUBMISSION_TIMEOUT, junit=True)
     matrix = kill_matrix(mutants, graded, rows)
     sys.stdout.write(render(matrix, verbose=args.verbose))
     if args.matrix:
