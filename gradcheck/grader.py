@@ -20,11 +20,11 @@ import json
 import secrets
 import time
 import traceback
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from gradcheck import bundled, compare, localise, oracles, probe, score
+from gradcheck import bundled, compare, lanes, localise, oracles, probe, score
 from gradcheck.exercise import Bank, Exercise, ExerciseError, load_bank
 from gradcheck.results import CheckResult, GradeReport
 from gradcheck.sandbox import Failure, Worker
@@ -89,8 +89,8 @@ class Grader:
                                            **(worker or {})})
         self._missing: dict[str, str] | None = None
         self._torch_records: dict[str, Future[dict[str, Any]] | str] = {}
-        self._oracle_thread = ThreadPoolExecutor(1, thread_name_prefix="gradcheck-oracles")
-        self._jax_thread = ThreadPoolExecutor(1, thread_name_prefix="gradcheck-jax")
+        #: what this grader gave the oracle threads (gradcheck.lanes), cancelled when it closes
+        self._submitted: list[Future] = []
         #: (exercise id, check) -> its points, drawn ahead, and jax's results there, when ready
         self._ahead: dict[tuple[str, str], tuple[list[dict[str, Any]], Future, int]] = {}
 
@@ -102,8 +102,15 @@ class Grader:
 
     def close(self) -> None:
         self.worker.close()
-        for thread in (self._oracle_thread, self._jax_thread):
-            thread.shutdown(cancel_futures=True)
+        # what has not begun is dropped; what has is waited for, so no work outlives the grader
+        wait([future for future in self._submitted if not future.cancel()])
+        self._submitted.clear()
+
+    def _in_background(self, lane: str, function: Callable[..., Any], *args: Any) -> Future:
+        """`function(*args)` on one of the process's oracle threads (gradcheck.lanes)."""
+        self._submitted = [future for future in self._submitted if not future.done()]
+        self._submitted.append(lanes.lane(lane).submit(function, *args))
+        return self._submitted[-1]
 
     @property
     def import_error(self) -> str:
@@ -218,7 +225,7 @@ class Grader:
                     continue
                 drawn.append(((exercise.id, name), points))
             if jobs:
-                future = self._jax_thread.submit(jax_grad.run_many, jobs)
+                future = self._in_background("gradcheck-jax", jax_grad.run_many, jobs)
                 for index, (key, points) in enumerate(drawn):
                     self._ahead[key] = (points, future, index)
 
@@ -227,8 +234,8 @@ class Grader:
                    ) -> tuple[str, str, list[str]]:
         program = exercise.program
         # The oracles work while the worker does: on two cores, neither waits for the other.
-        expected = self._oracle_thread.submit(self._oracle_results, exercise, points, wanted,
-                                              ahead)
+        expected = self._in_background("gradcheck-oracles", self._oracle_results, exercise,
+                                       points, wanted, ahead)
         reply = self._ask(exercise, {"kind": "gradients", "program": program.spec(),
                                      "points": points, "requires_grad": exercise.grad_names},
                           budget)
@@ -302,8 +309,8 @@ class Grader:
                     f"skipped: {self.key.refusal(exercise)}; it cannot be graded live: {why}"
                     if self.key is not None else f"skipped: {why}")
             else:
-                self._torch_records[cache_key] = self._oracle_thread.submit(
-                    probe.handle, torch_engine, request)
+                self._torch_records[cache_key] = self._in_background(
+                    "gradcheck-oracles", probe.handle, torch_engine, request)
         return self._torch_records[cache_key]
 
     def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget
