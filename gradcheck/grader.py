@@ -252,7 +252,10 @@ class Grader:
                                     # feedback has a budget of its own: it never costs a
                                     # later check its time
                                     lambda request: self._ask(exercise, request, spare),
-                                    exercise.tolerance.pair().analytic)
+                                    exercise.tolerance.pair().analytic,
+                                    # torch's walk from the key where it holds one
+                                    None if self.key is None else
+                                    lambda index: self.key.walk(exercise, points, index))
         return "failed", _with_hint(message, exercise), grading.author_notes
 
     def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],

@@ -5,7 +5,8 @@ answers depend only on the exercises and the seed of the sampled points. `build`
 per exercise, at every point a check grades (the sampled ones drawn from the seed, as the grader
 draws them) and for every graph and behaviour request, and writes it all as JSON. A grader given
 the key (`Grader(key=...)`, `gradcheck grade --key`) takes torch's and jax's results and torch's
-records from it and still runs finite differences itself.
+records from it, and torch's chain-rule walk (`gradcheck.walk`) for the feedback on a failing
+check, and still runs finite differences itself.
 
 Every entry carries the sha256 of its exercise file (`Exercise.digest`) and the key carries the
 gradcheck version that built it. An entry is used only for the very file it was built from: an
@@ -37,12 +38,18 @@ from gradcheck.bundled import bank_dir
 from gradcheck.exercise import Bank, Exercise, ExerciseError, load_bank
 from gradcheck.grader import GraderError, sample_seed, torch_request
 from gradcheck.oracles import OracleResult, Skipped
+from gradcheck.walk import Walk, WalkError, walk
 
 FORMAT = 1
 #: Above this many bytes of JSON the key is written gzip-compressed whatever its name.
 LARGE = 1 << 20
 #: The oracles whose results a key holds; finite differences always run live.
 KEYED = ("torch", "jax")
+#: torch's chain-rule walk (for feedback that names the faulty operation) is stored at the
+#: leading points of each gradient check, as many as hold at most this many nodes in all: every
+#: point of a program of up to a hundred nodes. A check that first fails at a point without a
+#: stored walk is walked live, with torch, when torch is installed.
+WALK_BUDGET = 4000
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -98,6 +105,14 @@ class Key:
                 live[name] = Skipped(f"skipped: {self.refusal(exercise)}; it cannot be "
                                      f"graded live: {result.reason.removeprefix('skipped: ')}")
         return {name: keyed[name] if name in keyed else live[name] for name in wanted}
+
+    def walk(self, exercise: Exercise, points: list[dict[str, Any]], index: int) -> Walk | None:
+        """torch's stored walk at `points[index]` of a gradient check, or None."""
+        stored = self._check_at(exercise, points)
+        walks = stored.get("walks", []) if stored is not None else []
+        if index >= len(walks) or walks[index] is None:
+            return None
+        return Walk.stored(exercise.program, points[index], walks[index])
 
     def torch_record(self, exercise: Exercise, request: dict[str, Any]) -> dict[str, Any] | None:
         """torch's stored reply to a graph or behaviour `request`, or None if refused."""
@@ -161,7 +176,7 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
             listed = [o for o in getattr(getattr(exercise.checks, name), "oracles", KEYED)
                       if o in KEYED]
             results = oracles.compute(exercise.program, points, exercise.grad_names, listed)
-            checks[name] = {"points": points}
+            checks[name] = {"points": points, "walks": _walks(exercise, points)}
             for oracle, result in results.items():
                 if isinstance(result, Skipped):
                     raise KeyFileError(f"building an answer key needs torch and jax: {result}")
@@ -179,6 +194,18 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
         f.write(gzip.compress(text, mtime=0) if out.name.endswith(".gz") or len(text) > LARGE
                 else text)
     return key
+
+
+def _walks(exercise: Exercise, points: list[dict[str, Any]]) -> list[list[Any] | None]:
+    """torch's walk at the leading points, within WALK_BUDGET (None where torch cannot walk)."""
+    nodes = sum(node.op != "const" for node in exercise.program.nodes)
+    found: list[list[Any] | None] = []
+    for point in points[:WALK_BUDGET // nodes]:
+        try:
+            found.append(walk(exercise.program, point, exercise.grad_names).record())
+        except WalkError:
+            found.append(None)
+    return found
 
 
 def load(path: str | Path) -> Key:

@@ -32,6 +32,7 @@ from gradcheck.program import Program, parse
 from gradcheck.walk import Edge, Walk, WalkError, number_text, pair_text, trace_request, walk
 
 Ask = Callable[[dict[str, Any]], Any]  # a request -> the reply, or a sandbox Failure
+Truth = Callable[[int], "Walk | None"]  # a point's index -> torch's walk there, if known
 #: operations run on their own in one request (the suspects, or, when the submission's trace has
 #: no gradients inside the graph, those nearest the output).
 MAX_ALONE = 100
@@ -50,21 +51,25 @@ class Finding:
 
 
 def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, Any]],
-             requires_grad: Sequence[str], ask: Ask, tolerance: Tolerance) -> str:
+             requires_grad: Sequence[str], ask: Ask, tolerance: Tolerance,
+             truth: Truth | None = None) -> str:
     """A failed gradients check's message: the finding at the first failing point (when there is
-    one), then the plain comparison."""
+    one), then the plain comparison. `truth(i)` gives torch's walk at point i (default: walked
+    here, with torch; an answer key holds some)."""
     failed = [i for i, v in enumerate(grading.verdicts) if v.status == "failed" and not v.error]
     finding = None
     if failed:
-        finding = locate(program, points[failed[0]], requires_grad, ask, tolerance)
+        known = truth(failed[0]) if truth is not None else None
+        finding = locate(program, points[failed[0]], requires_grad, ask, tolerance, known)
     return f"{finding.message}\n{grading.message}" if finding else grading.message
 
 
 def locate(program: Program, point: Mapping[str, Any], requires_grad: Sequence[str], ask: Ask,
-           tolerance: Tolerance) -> Finding | None:
-    """The first place where the submission departs from torch's walk at `point`, or None."""
+           tolerance: Tolerance, truth: Walk | None = None) -> Finding | None:
+    """The first place where the submission departs from torch's walk at `point` (`truth`, or
+    walked here), or None."""
     try:
-        truth = walk(program, point, requires_grad)
+        truth = truth or walk(program, point, requires_grad)
     except WalkError:
         return None
     reply = ask(trace_request(program, point, requires_grad))

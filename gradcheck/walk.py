@@ -92,6 +92,23 @@ class Walk:
             self._compute(i)
         return self._edges[i]
 
+    def record(self) -> list[list[Any]]:
+        """Plain JSON data from which :meth:`stored` rebuilds this walk without torch: per node
+        of the trace, [id, value, gradient, grad_fn, edges as [slot, arg, slope, passed]]."""
+        return [[i, self.values[i], self.grads[i], self.grad_fn(i),
+                 [[e.slot, e.arg, e.slope, e.passed] for e in self.edges(i)]] for i in self.ids]
+
+    @classmethod
+    def stored(cls, program: Program, point: Mapping[str, Any], record: Sequence[Sequence[Any]]
+               ) -> Walk:
+        """The walk that :meth:`record` wrote (an answer key holds them)."""
+        walk = cls(program, point, {"nodes": [{"id": i, "value": value, "grad": grad}
+                                              for i, value, grad, *_ in record]})
+        for i, _, _, grad_fn, edges in record:
+            walk._grad_fns[i] = grad_fn
+            walk._edges[i] = tuple(Edge(*edge) for edge in edges)
+        return walk
+
     def consumers(self, i: int) -> list[tuple[int, Edge]]:
         """(node, edge) for every edge into node i, in backward order."""
         return [(c, e) for c in self.backward_order() if i in self.node(c).args

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_samples import BROKEN, CUBE, write_bank
+from grading_samples import BROKEN, CUBE, PRODUCT, write_bank
 
 from gradcheck import key as answer_key
 from gradcheck.cli import main
@@ -50,6 +50,7 @@ checks:
 def bank(tmp_path_factory):
     folder = write_bank(tmp_path_factory.mktemp("keyed") / "bank")
     (folder / "vector-sum.exercise.yaml").write_text(VECTOR)
+    (folder / "product.exercise.yaml").write_text(PRODUCT)
     return folder
 
 
@@ -109,23 +110,40 @@ def test_the_key_holds_every_exercise_by_digest_and_the_seed(bank, key):
 
 
 @pytest.mark.slow
-def test_grading_with_a_key_imports_neither_torch_nor_jax(bank, key, tmp_path):
+@pytest.mark.parametrize("engine", ["reference", str(ENGINES / "wrong_mul.py")])
+def test_grading_with_a_key_imports_neither_torch_nor_jax(bank, key, tmp_path, engine):
+    """wrong_mul fails product's gradients: its feedback, which names the faulty operation from
+    torch's chain-rule walk, comes from the key too."""
     probe = """\
         import json, sys
         from gradcheck.cli import main
-        status = main(["grade", "reference", "--exercises", {bank!r}, "--quiet",
+        status = main(["grade", {engine!r}, "--exercises", {bank!r}, "--quiet",
                        "--results-json", {results!r}{key}])
         print(json.dumps([status, sorted(m for m in sys.modules
                                          if m.split(".")[0] in ("torch", "jax"))]))
     """
-    results = str(tmp_path / "results.json")
-    keyed = run_python(probe.format(bank=str(bank), results=results, key=f", '--key', {str(key)!r}"))
-    assert json.loads(keyed.stdout.splitlines()[-1]) == [0, []]
-    assert json.loads(Path(results).read_text())["score"] == 9
-    # the same run without the key imports both: the check above can fail
-    live = run_python(probe.format(bank=str(bank), results=results, key=""))
-    imported = json.loads(live.stdout.splitlines()[-1])[1]
+    results = tmp_path / "results.json"
+
+    def grade(key: str) -> tuple[list[str], dict]:
+        run = run_python(probe.format(engine=engine, bank=str(bank), results=str(results),
+                                      key=key))
+        status, imported = json.loads(run.stdout.splitlines()[-1])
+        assert status == 0
+        return imported, json.loads(results.read_text())
+
+    imported, keyed = grade(f", '--key', {str(key)!r}")
+    assert imported == []
+    if engine == "reference":
+        assert keyed["score"] == 11
+    else:
+        failed = {t["name"]: t for t in keyed["tests"]}[
+            "A product of two inputs: gradients at the listed points (product)"]
+        assert failed["score"] == 0 and "MulBackward0" in failed["output"].splitlines()[0]
+    # the same run without the key imports both (the check above can fail) and says the same
+    imported, live = grade("")
     assert "torch" in imported and "jax" in imported
+    assert [(t["name"], t["score"], t["output"]) for t in live["tests"]] == [
+        (t["name"], t["score"], t["output"]) for t in keyed["tests"]]
 
 
 @pytest.mark.slow
@@ -191,8 +209,24 @@ def test_key_build_writes_a_private_gzip_when_asked_and_leaves_broken_files_out(
     assert status == 1
     streams = capsys.readouterr()
     assert "left out of the key, broken:" in streams.err and "broken.exercise.yaml:4" in streams.err
-    assert f"wrote {out}: 3 exercises, seed {SEED}" in streams.out
+    assert f"wrote {out}: 4 exercises, seed {SEED}" in streams.out
     assert out.read_bytes().startswith(b"\x1f\x8b")
     assert out.stat().st_mode & 0o777 == 0o600  # the answers: for the grader's user alone
     assert json.loads(gzip.decompress(out.read_bytes())) == json.loads(key.read_text())
     assert answer_key.load(out).exercises == answer_key.load(key).exercises
+
+
+def test_the_key_holds_torchs_walk_at_every_point_of_a_small_program(bank, key):
+    """Feedback that names the faulty operation needs torch's chain-rule walk at the first
+    failing point: the key holds it, as a live walk gives it, at every point of these checks."""
+    from gradcheck.walk import walk
+
+    loaded = answer_key.load(key)
+    for exercise in load_bank(bank).exercises:
+        for name in set(exercise.checks.present()) & {"gradients", "sampled", "answers"}:
+            points = loaded.points(exercise, name)
+            for index, point in enumerate(points):
+                stored = loaded.walk(exercise, points, index)
+                assert stored is not None, (exercise.id, name, index)
+                live = walk(exercise.program, point, exercise.grad_names)
+                assert json.dumps(stored.record()) == json.dumps(live.record())
