@@ -6,7 +6,8 @@ Every figure is a whole command as a course runs it, in its own process (`python
 1. `grade reference` with live oracles against the floor `python -c "import torch, jax"`, the two
    alternating (target: at most 2x the floor);
 2. `grade reference --key` (target: at most 3 s), and the peak resident memory of each grading's
-   whole process tree, the grader and its worker together (target: under 768 MB);
+   whole process tree, the grader and its worker together (target: under 768 MB); beside it, a
+   submission with a bug (tests/engines/wrong_mul.py) graded with the key, feedback included;
 3. `grade-batch` of 50 submissions (45 copies of the reference engine, 5 buggy engines) with a key,
    `-j 1` then `-j 2` (target: `-j 2` at least 1.7x faster).
 
@@ -98,14 +99,17 @@ def snapshot(work: Path) -> Path:
 
 def grading(bank: Path, key: Path, repeat: int) -> dict[str, Any]:
     """Figures 1 and 2: live, keyed and the import floor, alternating."""
-    floor, live, keyed = [], [], []
+    floor, live, keyed, buggy = [], [], [], []
     grade = ["grade", "reference", "--exercises", str(bank), "--quiet"]
     for _ in range(repeat):
         floor.append(measure([sys.executable, "-c", "import torch, jax"]))
         live.append(measure(_gradcheck(*grade, "--seed", str(SEED))))
         keyed.append(measure(_gradcheck(*grade, "--key", str(key))))
-    best = {name: min(runs, key=lambda r: r["s"])
-            for name, runs in (("floor", floor), ("live", live), ("keyed", keyed))}
+        # a submission with a bug: its failing checks' feedback comes from the key too
+        buggy.append(measure(_gradcheck("grade", str(ENGINES / "wrong_mul.py"), *grade[2:],
+                                         "--key", str(key))))
+    best = {name: min(runs, key=lambda r: r["s"]) for name, runs in (
+        ("floor", floor), ("live", live), ("keyed", keyed), ("buggy", buggy))}
     return {
         "import_torch_jax_s": best["floor"]["s"],
         "import_torch_jax_peak_mb": best["floor"]["peak_mb"],
@@ -116,8 +120,11 @@ def grading(bank: Path, key: Path, repeat: int) -> dict[str, Any]:
         "keyed_s": best["keyed"]["s"],
         "keyed_peak_mb": max(r["peak_mb"] for r in keyed),
         "keyed_score": best["keyed"]["stdout"].split()[0],
+        "keyed_buggy_s": best["buggy"]["s"],
+        "keyed_buggy_peak_mb": max(r["peak_mb"] for r in buggy),
+        "keyed_buggy_score": best["buggy"]["stdout"].split()[0],
         "all_s": {"floor": [r["s"] for r in floor], "live": [r["s"] for r in live],
-                  "keyed": [r["s"] for r in keyed]},
+                  "keyed": [r["s"] for r in keyed], "keyed_buggy": [r["s"] for r in buggy]},
     }
 
 
