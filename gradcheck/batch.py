@@ -10,6 +10,10 @@ its grader printed); `OUT/gradebook.csv` has one row per submission, rewritten a
 torch and jax answer the same for every submission, so they run once for the whole batch: without
 `--key`, an answer key is built first (`OUT/key.json`, see gradcheck/key.py) and every submission
 is graded with it and its seed. Without torch or jax installed, submissions are graded live.
+
+`--worker-user UID` runs each submission's worker as a user of its own (the batch must run as
+root; docs/security.md): job slot k of `-j N` uses uid UID + k, so no two workers running at once
+share a user, whose processes RLIMIT_NPROC counts together.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ import csv
 import io
 import json
 import os
+import queue
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -36,6 +42,7 @@ from gradcheck.grader import GraderError
 from gradcheck.reports import atomic_write
 from gradcheck.reports.gradescope import write_results_json
 from gradcheck.results import GradeReport
+from gradcheck.sandbox import preflight
 from gradcheck.score import total
 
 GRADEBOOK = "gradebook.csv"
@@ -69,16 +76,21 @@ def submissions(folder: Path) -> list[Path]:
 def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                 key: Path | None, seed: int | None, timeout: float | None,
                 memory_mb: int | None, submission_timeout: float,
-                junit: bool = False) -> list[Row]:
+                junit: bool = False, worker_user: int | None = None,
+                worker_python: str | None = None) -> list[Row]:
     """Grade every submission in `folder`; return the gradebook's rows in submission order.
 
     `junit`: also write `OUT/<name>/junit.xml`, hidden exercises' messages included (for an
-    instructor's tools, such as `gradcheck mutants`).
+    instructor's tools, such as `gradcheck mutants`). `worker_user`: the uid of job slot 0's
+    workers (slot k's is `worker_user + k`); `worker_python`: the Python the workers run.
     """
     bank = load_bank(exercises)
     if not bank.exercises:
         raise GraderError("no exercise to grade in " + ", ".join(map(str, exercises)))
     max_score = total(exercise.points for exercise in bank.exercises)
+    if worker_user is not None:
+        _warn_if_open([*([key] if key else []), *(p for p in exercises if p != bank_dir())],
+                      worker_user, jobs)
     key, seed = _answer_key(bank, out, exercises, key, seed)
     entries = submissions(folder)
     print(f"grading {len(entries)} submissions on {len(bank.exercises)} exercises, seed {seed}, "
@@ -95,11 +107,25 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
         command += ["--memory-mb", str(memory_mb)]
     if junit:
         command += ["--show-hidden"]
+    if worker_python:
+        command += ["--worker-python", worker_python]
     rows: dict[str, Row] = {}
     running = _Running()
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()  # the job slots free now
+    for slot in range(jobs):
+        slots.put(slot)
+
+    def grade(entry: Path) -> Row:
+        slot = slots.get()
+        try:
+            user = [] if worker_user is None else ["--worker-user", str(worker_user + slot)]
+            return _grade_one([*command, *user], entry, out / entry.name, max_score,
+                              submission_timeout, running, junit)
+        finally:
+            slots.put(slot)
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_grade_one, command, entry, out / entry.name, max_score,
-                               submission_timeout, running, junit) for entry in entries]
+        futures = [pool.submit(grade, entry) for entry in entries]
         try:
             for done, future in enumerate(as_completed(futures), start=1):
                 row = future.result()
@@ -143,6 +169,39 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
               file=sys.stderr)
         return None, seed
     return built, seed
+
+
+def _warn_if_open(paths: list[Path], worker_user: int, jobs: int) -> None:
+    """Warn, once, of the answer key and exercises that the workers' users could read."""
+    open_ = [str(path) for path in paths if _readable_by_others(path)]
+    if open_:
+        users = f"uid {worker_user}" + (f" to {worker_user + jobs - 1}" if jobs > 1 else "")
+        print(f"warning: the workers' users ({users}) may read {', '.join(open_)}: a submission "
+              f"could copy answers from them. Make them root's alone: chmod go-rwx "
+              f"{' '.join(open_)} (docs/security.md)", file=sys.stderr)
+
+
+def _readable_by_others(path: Path) -> bool:
+    """Whether a user who neither owns `path` nor is in its group (a worker's user) may read it,
+    or a file under it: each folder on the way must let others in, the file let them read."""
+    path = path.resolve()
+    if not all(_mode(folder) & stat.S_IXOTH for folder in path.parents):
+        return False
+    if not path.is_dir():
+        return bool(_mode(path) & stat.S_IROTH)
+    for folder, subfolders, files in os.walk(path):
+        if not _mode(Path(folder)) & stat.S_IXOTH:
+            subfolders.clear()  # others cannot enter it: nothing below it is theirs to read
+        elif any(_mode(Path(folder, name)) & stat.S_IROTH for name in files):
+            return True
+    return False
+
+
+def _mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode
+    except OSError:  # a broken link: nothing to read
+        return 0
 
 
 class _Running:
@@ -268,6 +327,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--submission-timeout", metavar="S", type=float,
                    default=SUBMISSION_TIMEOUT,
                    help="kill a submission's grading after S seconds (default %(default)g)")
+    p.add_argument("--worker-user", metavar="UID", type=user_id,
+                   help="run the workers as users of their own (the batch must run as root): "
+                        "job slot k of -j N uses uid UID+k, as no two workers running at once "
+                        "may share a user; keep the key and exercises unreadable by them "
+                        "(docs/security.md)")
+    p.add_argument("--worker-python", metavar="PATH",
+                   help="the Python the workers run (default: the grader's own); with "
+                        "--worker-user, one those users may run")
     p.set_defaults(run=run)
 
 
@@ -283,7 +350,8 @@ def run(args: argparse.Namespace) -> int:
         rows = grade_batch(args.folder, args.out, jobs=args.jobs,
                            exercises=args.exercises or [bank_dir()], key=args.key,
                            seed=args.seed, timeout=args.timeout, memory_mb=args.memory_mb,
-                           submission_timeout=args.submission_timeout)
+                           submission_timeout=args.submission_timeout,
+                           worker_user=args.worker_user, worker_python=args.worker_python)
     except GraderError as error:
         print(f"gradcheck grade-batch: {error}", file=sys.stderr)
         return CANNOT_RUN
@@ -302,6 +370,16 @@ def _argument_problem(args: argparse.Namespace) -> str:
         return f"--key {args.key}: no such file"
     if args.out.resolve().is_relative_to(args.folder.resolve()):
         return f"--out {args.out} is inside {args.folder}: its folders would be graded next time"
+    return worker_problem(args.folder, args.worker_user, args.worker_python)
+
+
+def worker_problem(submissions: Path, user: int | None, python: str | None) -> str:
+    """What is wrong with --worker-user and --worker-python for a submission, or a folder of
+    them, or "": checked once, before grading, rather than failing in every worker."""
+    if python and not os.access(python, os.X_OK):
+        return f"--worker-python {python}: no such program"
+    if user is not None:
+        return preflight(submissions, user, python or sys.executable)
     return ""
 
 
@@ -310,4 +388,12 @@ def job_count(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give a number of jobs >= 1")
+    return value
+
+
+def user_id(text: str) -> int:
+    """A --worker-user value: a user id, not root's."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a user id >= 1 (not root's 0)")
     return value

@@ -67,7 +67,7 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
                                                                    "unless an exercise says")
     p.add_argument("--memory-mb", metavar="MB", type=int, default=DEFAULT_MEMORY_MB,
                    help="memory limit of the worker (default: %(default)s)")
-    p.add_argument("--worker-user", metavar="UID", type=_uid,
+    p.add_argument("--worker-user", metavar="UID", type=batch.user_id,
                    help="run the submission's worker as this user and group id (any unused "
                         "uid; the grader must be root): then it cannot read files only root "
                         "may, such as the answer key (docs/security.md)")
@@ -163,12 +163,8 @@ def _argument_problem(args: argparse.Namespace) -> str:
             return f"--exercises {path}: no such file or folder"
     if args.key and not Path(args.key).is_file():
         return f"--key {args.key}: no such file"
-    if args.worker_user is not None and os.geteuid() != 0:
-        return ("--worker-user needs the grader to run as root (only root may start a process "
-                "as another user); leave it out, or run the grader as root")
-    if args.worker_python and not os.access(args.worker_python, os.X_OK):
-        return f"--worker-python {args.worker_python}: no such program"
-    return ""
+    return batch.worker_problem(resolve_submission(args.submission), args.worker_user,
+                                args.worker_python)
 
 
 def _worker_options(args: argparse.Namespace) -> dict[str, object]:
@@ -215,13 +211,6 @@ def _oracles(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(
             f"{text!r}: choose among {', '.join(ORACLES)}, separated by commas")
     return names
-
-
-def _uid(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a user id >= 1 (not root's 0)")
-    return value
 
 
 def _positive(text: str) -> float:

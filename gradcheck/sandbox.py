@@ -38,6 +38,9 @@ Limits, and who enforces them:
 
 With CAP_SYS_RESOURCE a submission could raise its own rlimits; the polled limits hold
 regardless. Running the grader as an unprivileged user in a container is the platform's part.
+
+A worker of another user (`user`) can fail only late, in its first request, when that user cannot
+run its Python or read gradcheck or the submission; `preflight` checks all three beforehand.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from gradcheck import probe
-from gradcheck.worker import BOOTSTRAP, HEADER, MAX_FRAME, pack
+from gradcheck.worker import BOOTSTRAP, HEADER, MAX_FRAME, PACKAGE, pack
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
 RESCAN = 1.0  # seconds after which the worker's processes are looked for afresh regardless
@@ -204,19 +207,12 @@ class Worker:
                    for name in self._kept}
         config = {"fd": child.fileno(), "parent": os.getpid(), "submission": str(self.submission),
                   "limits": self._limits(), "forbid": list(self.forbid)}
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._home),
-               "TMPDIR": str(self._home), "LANG": "C.UTF-8",
-               "PYTHONHASHSEED": "0"}  # set iteration order, as in every other run
         try:
-            # -s -P -B and a minimal environment: no user site, no cwd on sys.path, no bytecode
-            # written into the submission's folder. Not -I, which would ignore PYTHONHASHSEED.
             self._proc = subprocess.Popen(
-                [self.python, "-s", "-P", "-B", "-c", BOOTSTRAP, _GRADCHECK_DIR,
-                 json.dumps(config)],
+                _command(self.python, BOOTSTRAP, json.dumps(config)),
                 stdin=subprocess.DEVNULL, stdout=streams["stdout"], stderr=streams["stderr"],
-                cwd=self._home, env=env, pass_fds=(child.fileno(),), start_new_session=True,
-                **({} if self.user is None else
-                   {"user": self.user, "group": self.user, "extra_groups": []}))
+                cwd=self._home, env=_environment(self._home), pass_fds=(child.fileno(),),
+                start_new_session=True, **_as_user(self.user))
         finally:
             child.close()
             for fd in streams.values():
@@ -438,6 +434,107 @@ class Worker:
     def _memory_message(self) -> str:
         limit = f" (limit {self.memory_mb} MB)" if self.memory_mb is not None else ""
         return f"the engine ran out of memory{limit} {self._where()}"
+
+
+def _command(python: str, program: str, argument: str) -> list[str]:
+    """How the sandbox runs a program of gradcheck's: -s -P -B, so no user site, no cwd on
+    sys.path, no bytecode written into the submission's folder (not -I, which would ignore
+    PYTHONHASHSEED); the gradcheck folder, then one argument."""
+    return [python, "-s", "-P", "-B", "-c", program, _GRADCHECK_DIR, argument]
+
+
+def _environment(home: Path) -> dict[str, str]:
+    """The worker's whole environment: nothing of the grader's."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home),
+            "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}  # set iteration order, as in every other run
+
+
+def _as_user(user: int | None) -> dict[str, Any]:
+    """Popen's options that run a process as `user`, with that group and no other."""
+    return {} if user is None else {"user": user, "group": user, "extra_groups": []}
+
+
+# --- before grading: can a worker of another user start at all? --------------------------------
+
+#: what `preflight` runs as the worker's user, given the gradcheck folder and the submission: the
+#: worker's own start, up to importing gradcheck.worker, then a read of every file and folder of
+#: the submission, which is not imported. It prints "started" once the interpreter runs,
+#: "imported" once gradcheck.worker is, and, as JSON, the first path it could not reach (or the
+#: first folder above it that this user may not enter).
+_PREFLIGHT = "print('started', flush=True)\n" + PACKAGE + """import gradcheck.worker
+print('imported', flush=True)
+import json, os
+
+
+def unreachable(error):
+    path = error.filename
+    above = [path]
+    while os.path.dirname(above[-1]) != above[-1]:
+        above.append(os.path.dirname(above[-1]))
+    closed = [folder for folder in above[:0:-1] if not os.access(folder, os.X_OK)]
+    print(json.dumps({"path": (closed or [path])[0], "error": error.strerror or str(error)}))
+    raise SystemExit(3)
+
+
+try:
+    if os.path.isdir(sys.argv[2]):
+        for folder, _, files in os.walk(sys.argv[2], onerror=unreachable):
+            for name in files:
+                open(os.path.join(folder, name), "rb").close()
+    else:
+        open(sys.argv[2], "rb").close()
+except OSError as error:
+    unreachable(error)
+"""
+_ADVICE = "see docs/security.md, 'The worker as another user'"
+
+
+def preflight(submission: str | Path, user: int, python: str = sys.executable,
+              timeout: float = 60.0) -> str:
+    """Why a worker run as `user` with `python` could not start, import gradcheck's worker module
+    or read every file of `submission`: a sentence naming the uid, the path and what to do; ""
+    if it could. Run once before grading, so that such a setup is refused plainly instead of
+    failing in the worker: a PermissionError blamed on gradcheck, or an unreadable submission
+    blamed on its author. No code of the submission runs."""
+    who = f"the worker's user (uid {user})"
+    if os.geteuid() != 0:
+        return (f"only root may start a worker as another user (uid {user}); run the grader as "
+                "root, or leave out --worker-user")
+    submission = Path(submission).resolve()
+    try:
+        done = subprocess.run(_command(python, _PREFLIGHT, str(submission)),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              errors="replace", cwd="/", env=_environment(Path("/")),
+                              timeout=timeout, **_as_user(user))
+    except OSError as error:  # exec failed: the interpreter, or a folder above it, is closed
+        return _no_python(who, python, error.strerror or str(error))
+    except subprocess.TimeoutExpired:
+        return f"{python}, run as {who}, did not start within {timeout:g} s"
+    said = done.stdout.splitlines()
+    why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:300]
+    if "started" not in said:
+        return _no_python(who, python, why)
+    if "imported" not in said:
+        return (f"{who} cannot import gradcheck from {_GRADCHECK_DIR} ({why}): the worker runs "
+                f"the grader's gradcheck, so make it readable by all (chmod -R a+rX "
+                f"{_GRADCHECK_DIR}, and chmod a+x each folder above it) or install gradcheck "
+                f"outside a private folder; {_ADVICE}")
+    if done.returncode == 0:
+        return ""
+    try:
+        closed = json.loads(said[-1])
+        path, why = closed["path"], closed["error"]
+    except (ValueError, KeyError, TypeError):
+        return f"{who} cannot read the submission {submission} ({why}); {_ADVICE}"
+    fix = (f"chmod a+x {path}" if submission.is_relative_to(path) and Path(path) != submission
+           else f"chmod -R a+rX {submission}")
+    return (f"{who} cannot read {path} ({why}), which the submission {submission} needs: "
+            f"{fix}, or grade from a folder every user may enter; {_ADVICE}")
+
+
+def _no_python(who: str, python: str, why: str) -> str:
+    return (f"{who} cannot run {python} ({why}): give --worker-python a Python 3.11 or later "
+            f"that this user may run (such as /usr/bin/python3); {_ADVICE}")
 
 
 def _where(phase: str) -> str:

@@ -32,12 +32,13 @@ from gradcheck import probe
 HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20  # bytes of JSON in one frame
 MODULE = "submission"  # the name a submission is imported under, whatever its file is called
-#: what the sandbox runs with `python -c`, given the gradcheck folder: the grader's own gradcheck,
-#: and only the modules the worker needs (the package's __init__ would import the grader's API,
-#: numpy and hypothesis), without putting the grader's folders on sys.path.
-BOOTSTRAP = ("import sys, types; package = types.ModuleType('gradcheck'); "
-             "package.__path__ = [sys.argv[1]]; sys.modules['gradcheck'] = package; "
-             "import gradcheck.worker; gradcheck.worker.main(sys.argv[2])")
+#: how every program the sandbox runs with `python -c` starts, given the gradcheck folder: the
+#: grader's own gradcheck, and only the modules the worker needs (the package's __init__ would
+#: import the grader's API, numpy and hypothesis), without putting the grader's folders on sys.path.
+PACKAGE = ("import sys, types; package = types.ModuleType('gradcheck'); "
+           "package.__path__ = [sys.argv[1]]; sys.modules['gradcheck'] = package; ")
+#: the worker's program.
+BOOTSTRAP = PACKAGE + "import gradcheck.worker; gradcheck.worker.main(sys.argv[2])"
 
 
 def pack(message: dict[str, Any]) -> bytes:

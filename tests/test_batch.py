@@ -2,18 +2,24 @@
 does (crash, hang, fail to import), and the batch carries on."""
 
 import csv
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,  # noqa: F401
+                          private_copy)
 from grading_samples import PRODUCT, read_results, write_bank
 
+from gradcheck import key as answer_key
 from gradcheck.batch import submissions
 from gradcheck.bundled import reference_path
 from gradcheck.cli import main
+from gradcheck.exercise import load_bank
 
 ENGINES = Path(__file__).parent / "engines"
 
@@ -64,6 +70,7 @@ def test_a_batch_with_crashing_and_hanging_engines_completes_with_every_row(fold
     assert "is a folder without __init__.py" in (out / "notes" / "grader.log").read_text()
     # torch and jax ran once, into a key the graders used; progress: a line per submission
     assert (out / "key.json").is_file() and "answer key" in run.stderr
+    assert stat.S_IMODE((out / "key.json").stat().st_mode) == 0o600  # root's alone
     assert sorted(line.split("]")[0] for line in run.stderr.splitlines()
                   if line.startswith("[")) == [f"[{i}/6" for i in range(1, 7)]
 
@@ -76,3 +83,83 @@ def test_bad_arguments_are_refused_before_any_grading(folder, tmp_path, capsys):
     assert main(["grade-batch", str(folder), "--out", str(tmp_path / "o"), "--key",
                  str(tmp_path / "nokey.json")]) == 2
     assert "--key" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+# --- workers as users of their own --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bank_and_key(tmp_path_factory):
+    """The small bank (square, a hidden cube) and its answer key."""
+    folder = tmp_path_factory.mktemp("batch-key")
+    bank = write_bank(folder / "bank")
+    answer_key.build(load_bank(bank), 5, folder / "key.json")
+    return bank, folder / "key.json"
+
+
+def gradebook(out: Path) -> dict[str, float]:
+    with open(out / "gradebook.csv", newline="") as f:
+        return {row["submission"]: float(row["score"]) for row in csv.DictReader(f)
+                if row["status"] == "graded"}
+
+
+def grade_batch(folder: Path, out: Path, *options) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "--out", str(out),
+         "--worker-user", str(UID), "--worker-python", PYTHON, *map(str, options)],
+        capture_output=True, text=True, timeout=300)
+
+
+@as_another_user
+@pytest.mark.slow
+def test_each_job_slot_grades_as_its_own_user_and_a_private_key_stays_private(bank_and_key,
+                                                                              open_folder):
+    """-j 2: the workers run as UID and UID + 1. The key-reading engine, which gains the
+    gradient checks from a key it may read (tests/test_faults.py), earns here what the same
+    engine earns with no key at all; an honest engine still earns every point."""
+    bank, key = bank_and_key
+    key = private_copy(key, open_folder)
+    shutil.copytree(bank, key.parent / "bank")  # hidden exercises beside the key, root's alone
+    marks = open_folder / "uids"  # each worker leaves a file named for its uid and submission
+    marks.mkdir()
+    marks.chmod(0o1777)
+    folder = open_folder / "submissions"
+    folder.mkdir()
+    key_reader(folder / "reader.py", key)
+    key_reader(folder / "blind.py", open_folder / "no-such-key.json")
+    (folder / "honest.py").write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
+                                      "from tiny import tensor, no_grad\n")
+    for submission in folder.iterdir():
+        submission.write_text(f"import os\nopen(os.path.join({str(marks)!r}, f'{{os.getuid()}} "
+                              f"{submission.name}'), 'w').close()\n" + submission.read_text())
+    run = grade_batch(folder, open_folder / "out", "-j", 2, "--key", key, "--exercises",
+                      key.parent / "bank", "--submission-timeout", 120)
+    assert run.returncode == 0, run.stderr
+    scores = gradebook(open_folder / "out")
+    assert scores["reader.py"] == scores["blind.py"] < scores["honest.py"] == 5
+    seen = [name.split() for name in os.listdir(marks)]
+    assert sorted(name for _, name in seen) == ["blind.py", "honest.py", "reader.py"]
+    assert {int(uid) for uid, _ in seen} == {UID, UID + 1}
+    assert "warning" not in run.stderr
+
+
+@as_another_user
+def test_a_key_or_exercises_the_workers_could_read_are_named_once_with_the_fix(bank_and_key,
+                                                                               open_folder):
+    bank, key = bank_and_key
+    key = Path(shutil.copy(key, open_folder / "key.json"))
+    key.chmod(0o644)  # gradcheck writes keys 0600; this one was made readable since
+    bank = Path(shutil.copytree(bank, open_folder / "bank"))
+    (open_folder / "submissions").mkdir()
+    run = grade_batch(open_folder / "submissions", open_folder / "out", "-j", 2, "--key", key,
+                      "--exercises", bank)
+    assert run.returncode == 0, run.stderr
+    warnings = [line for line in run.stderr.splitlines() if line.startswith("warning")]
+    assert warnings == [
+        f"warning: the workers' users (uid {UID} to {UID + 1}) may read {key}, {bank}: a "
+        f"submission could copy answers from them. Make them root's alone: chmod go-rwx {key} "
+        f"{bank} (docs/security.md)"]
+    subprocess.run(["chmod", "go-rwx", str(key), str(bank)], check=True)
+    run = grade_batch(open_folder / "submissions", open_folder / "out", "--key", key,
+                      "--exercises", bank)
+    assert run.returncode == 0 and "warning" not in run.stderr, run.stderr

@@ -3,7 +3,9 @@ template's exercises and key.
 
 `run_autograder` runs in bash against a temporary folder laid out like /autograder
 (GRADCHECK_AUTOGRADER_ROOT), with the Python of this test run (GRADCHECK_PYTHON, where gradcheck
-is installed) in place of the virtual environment setup.sh would make.
+is installed) in place of the virtual environment setup.sh would make. Run as root, as here, it
+runs the worker as another user, as on Gradescope: the folder is one that user may enter, and
+GRADCHECK_WORKER_PYTHON a Python it may run (tests/another_user.py).
 """
 
 import json
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from another_user import PYTHON, as_another_user, key_reader, open_folder  # noqa: F401
 from grading_samples import CUBE, PRODUCT, read_results
 
 from gradcheck import __version__, bundle
@@ -56,19 +59,27 @@ def autograder(bank, key_file, tmp_path_factory):
     return out, source
 
 
-def run_autograder(source: Path, tmp_path: Path, files: dict[str, Path],
-                   python: str = sys.executable) -> dict:
-    """Lay out tmp_path as /autograder with `files` as the submission, run run_autograder, and
+def autograder_env(root: Path, python: str = sys.executable, **more: str) -> dict[str, str]:
+    """run_autograder's variables: the layout at `root`, the grader's Python and, for its worker
+    user (run as root), a Python that user may run, or no worker user if there is none."""
+    worker = {"GRADCHECK_WORKER_PYTHON": PYTHON} if PYTHON else {"GRADCHECK_WORKER_USER": "none"}
+    return {**os.environ, "GRADCHECK_AUTOGRADER_ROOT": str(root), "GRADCHECK_PYTHON": python,
+            **worker, **more}
+
+
+def run_autograder(source: Path, folder: Path, files: dict[str, Path],
+                   python: str = sys.executable, **env: str) -> dict:
+    """Lay out folder as /autograder with `files` as the submission, run run_autograder, and
     return results.json (checked against Gradescope's schema)."""
-    root = tmp_path / "autograder"
+    root = folder / "autograder"
     shutil.copytree(source, root / "source")
     (root / "submission").mkdir(parents=True)
     for name, path in files.items():
         shutil.copy(path, root / "submission" / name)
-    env = {**os.environ, "GRADCHECK_AUTOGRADER_ROOT": str(root), "GRADCHECK_PYTHON": python,
-           "PYTHONPATH": str(tmp_path / "nowhere")}  # cleared for the grader: `env -i`, `-I`
-    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    # PYTHONPATH is cleared for the grader (`env -i`, `-I`): this one must change nothing.
+    env = autograder_env(root, python, PYTHONPATH=str(folder / "nowhere"), **env)
+    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, cwd=folder,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return read_results(root / "results" / "results.json")
 
@@ -143,9 +154,10 @@ def test_without_a_key_the_bundle_builds_one_with_the_seed_given(bank, tmp_path)
 # --- run_autograder against good, buggy and crashing submissions -------------------------------
 
 
-def test_good_submission_gets_every_point(autograder, tmp_path):
+def test_good_submission_gets_every_point(autograder, open_folder):
     _, source = autograder
-    results = run_autograder(source, tmp_path, {"engine.py": reference_path() / "__init__.py"})
+    results = run_autograder(source, open_folder,
+                             {"engine.py": reference_path() / "__init__.py"})
     assert results["score"] == 4
     assert all(t["status"] == "passed" for t in results["tests"])
     hidden, = checks_of(results, "secret-cube")
@@ -154,9 +166,9 @@ def test_good_submission_gets_every_point(autograder, tmp_path):
 
 
 @pytest.mark.slow
-def test_buggy_submission_loses_the_points_of_its_bug(autograder, tmp_path):
+def test_buggy_submission_loses_the_points_of_its_bug(autograder, open_folder):
     _, source = autograder
-    results = run_autograder(source, tmp_path, {"engine.py": ENGINES / "wrong_mul.py",
+    results = run_autograder(source, open_folder, {"engine.py": ENGINES / "wrong_mul.py",
                                                 "tiny.py": ENGINES / "tiny.py"})
     gradients, graph = checks_of(results, "product")
     assert gradients["status"] == "failed" and "x * y" in gradients["output"]
@@ -165,9 +177,9 @@ def test_buggy_submission_loses_the_points_of_its_bug(autograder, tmp_path):
     assert results["score"] == graph["score"] + 2
 
 
-def test_crashing_submission_loses_what_crashes_and_says_why(autograder, tmp_path):
+def test_crashing_submission_loses_what_crashes_and_says_why(autograder, open_folder):
     _, source = autograder
-    results = run_autograder(source, tmp_path, {"engine.py": ENGINES / "segfault.py",
+    results = run_autograder(source, open_folder, {"engine.py": ENGINES / "segfault.py",
                                                 "tiny.py": ENGINES / "tiny.py"})
     gradients, graph = checks_of(results, "product")
     assert "the engine crashed with signal SIGSEGV in backward()" in gradients["output"]
@@ -175,21 +187,17 @@ def test_crashing_submission_loses_what_crashes_and_says_why(autograder, tmp_pat
     assert results["score"] == graph["score"] > 0  # what needs no backward still counts
 
 
-def test_a_missing_engine_is_reported_and_a_package_folder_is_graded(autograder, tmp_path):
+def test_a_missing_engine_is_reported_and_a_package_folder_is_graded(autograder, open_folder):
     _, source = autograder
-    package = tmp_path / "package"
-    shutil.copytree(reference_path(), package / "engine")
-    root = tmp_path / "run"
-    root.mkdir()
-    results = run_autograder(source, root, {})
+    results = run_autograder(source, open_folder, {})
     assert results["score"] == 0 and "could not run" in results["output"]
-    shutil.copytree(package / "engine", root / "autograder" / "submission" / "engine")
-    shutil.rmtree(root / "autograder" / "results")
-    env = {**os.environ, "GRADCHECK_AUTOGRADER_ROOT": str(root / "autograder"),
-           "GRADCHECK_PYTHON": sys.executable}
-    subprocess.run(["bash", str(root / "autograder" / "source" / "run_autograder")], env=env,
+    root = open_folder / "autograder"
+    shutil.copytree(reference_path(), root / "submission" / "engine",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.rmtree(root / "results")
+    subprocess.run(["bash", str(root / "source" / "run_autograder")], env=autograder_env(root),
                    check=True, capture_output=True)
-    assert read_results(root / "autograder" / "results" / "results.json")["score"] == 4
+    assert read_results(root / "results" / "results.json")["score"] == 4
 
 
 def test_results_are_written_even_when_gradcheck_cannot_start(autograder, tmp_path):
@@ -205,6 +213,46 @@ def test_results_are_written_even_when_gradcheck_cannot_start(autograder, tmp_pa
     assert results["score"] == 0 and results["tests"] == []
     assert "gradcheck exited with status 3" in results["output"]
     assert 'ImportError: "numpy" \\ C:\\x end' in results["output"]
+
+
+@as_another_user
+def test_as_root_the_worker_cannot_read_the_key(autograder, open_folder):
+    """run_autograder's default as root: the worker runs as uid 61000 (the tests above grade as
+    it too, the good submission with every point). The key-reading engine (no derivatives;
+    torch's gradients copied from key.json) then earns only what needs no gradient, as with no
+    key to read; with GRADCHECK_WORKER_USER=none it reads the key and earns every point."""
+    _, source = autograder
+
+    def graded(name: str, **env: str) -> dict:
+        folder = open_folder / name
+        folder.mkdir()
+        reader = key_reader(folder / "reader.py", folder / "autograder" / "source" / "key.json")
+        return run_autograder(source, folder, {"engine.py": reader}, **env)
+
+    as_root = graded("as-root", GRADCHECK_WORKER_USER="none")
+    assert as_root["score"] == 4
+    results = graded("default")
+    gradients, graph = checks_of(results, "product")
+    assert results["score"] == graph["score"] > 0
+    assert gradients["status"] == checks_of(results, "secret-cube")[0]["status"] == "failed"
+    root = open_folder / "default" / "autograder"
+    assert stat.S_IMODE((root / "source" / "key.json").stat().st_mode) == 0o600
+    bank = [root / "source" / "exercises", *(root / "source" / "exercises").rglob("*")]
+    assert {stat.S_IMODE(path.stat().st_mode) & 0o077 for path in bank} == {0}
+    assert stat.S_IMODE((root / "submission" / "engine.py").stat().st_mode) & 0o444 == 0o444
+
+
+@as_another_user
+def test_a_worker_user_that_cannot_start_the_worker_is_said_in_the_results(autograder,
+                                                                         tmp_path):
+    """tmp_path lies in a folder only root may enter, and the grader's Python under /root."""
+    _, source = autograder
+    results = run_autograder(source, tmp_path, {"engine.py": ENGINES / "tiny.py"},
+                             GRADCHECK_WORKER_PYTHON="")
+    assert results["score"] == 0 and results["tests"] == []
+    assert results["output"].startswith("The grader could not run: the worker's user (uid 61000) "
+                                        "cannot ")
+    assert "docs/security.md" in results["output"]
 
 
 # --- the student template -----------------------------------------------------------------------

@@ -8,10 +8,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from another_user import PYTHON, UID, as_another_user, open_folder  # noqa: F401
 from grading_samples import BROKEN, FLOAT32, read_results, write_bank
 
 from gradcheck.cli import main
 from gradcheck.reports import WITHHELD
+from gradcheck.sandbox import preflight
 
 
 @pytest.fixture
@@ -54,6 +56,54 @@ def test_root_is_no_worker_user_and_a_missing_worker_python_is_named(tmp_path, c
     assert "'0': give a user id >= 1 (not root's 0)" in capsys.readouterr().err
     assert grade("reference", "--worker-python", tmp_path / "python9") == 2
     assert f"--worker-python {tmp_path / 'python9'}: no such program" in capsys.readouterr().err
+
+
+# --- a worker of another user: checked once, before grading -------------------------------------
+
+ENGINE = "def tensor(data, requires_grad=False):\n    return data\n"
+
+
+@as_another_user
+def test_a_worker_python_the_worker_user_cannot_run_is_named_before_grading(open_folder,
+                                                                            tmp_path, capsys):
+    """A Python in a folder only root may enter, as the test run's own under /root."""
+    private = open_folder / "private"
+    private.mkdir(mode=0o700)
+    python = private / "python3"
+    python.symlink_to(PYTHON)
+    engine = open_folder / "engine.py"
+    engine.write_text(ENGINE)
+    results = tmp_path / "results.json"
+    assert grade(engine, "--worker-user", UID, "--worker-python", python,
+                 "--results-json", results) == 2
+    said = (f"the worker's user (uid {UID}) cannot run {python} (Permission denied): give "
+            f"--worker-python a Python 3.11 or later that this user may run (such as "
+            f"/usr/bin/python3); see docs/security.md")
+    assert said in capsys.readouterr().err
+    assert said in read_results(results)["output"]
+
+
+@as_another_user
+@pytest.mark.parametrize("submission, files, closed, mode, fix", [
+    ("engine.py", ["engine.py"], "engine.py", 0o600, "chmod -R a+rX {submission}"),
+    ("closed/engine.py", ["closed/engine.py"], "closed", 0o700, "chmod a+x {closed}"),
+    ("engine", ["engine/__init__.py", "engine/helpers.py"], "engine/helpers.py", 0o600,
+     "chmod -R a+rX {submission}"),
+], ids=["file", "folder above", "file of a package"])
+def test_a_submission_the_worker_user_cannot_read_is_named_before_grading(
+        submission, files, closed, mode, fix, open_folder, capsys):
+    for name in files:
+        (open_folder / name).parent.mkdir(exist_ok=True)
+        (open_folder / name).write_text(ENGINE)
+    submission, closed = open_folder / submission, open_folder / closed
+    closed.chmod(mode)
+    assert grade(submission, "--worker-user", UID, "--worker-python", PYTHON) == 2
+    fix = fix.format(submission=submission, closed=closed)
+    assert (f"the worker's user (uid {UID}) cannot read {closed} (Permission denied), which the "
+            f"submission {submission} needs: {fix}, or grade from a folder every user may "
+            "enter; see docs/security.md") in capsys.readouterr().err
+    closed.chmod(mode | 0o055)  # then the same worker may read it all
+    assert preflight(submission, UID, PYTHON) == ""
 
 
 def test_a_folder_without_exercises_cannot_be_graded(tmp_path, capsys):

@@ -13,11 +13,9 @@ import builtins
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from xml.etree import ElementTree
@@ -25,6 +23,8 @@ from xml.etree import ElementTree
 import numpy
 import pytest
 
+from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,  # noqa: F401
+                          private_copy)
 from grading_samples import read_results
 
 from gradcheck import key as answer_key
@@ -437,34 +437,7 @@ def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
     assert leftovers(submission) == []
 
 
-# --- the worker as another user -----------------------------------------------------------------
-#
-# Worker(user=UID) runs the worker as a user of its own. It needs the grader to be root and an
-# interpreter that user may run: here /usr/bin/python3 (the test run's own lives under /root).
-
-UID = 61_234  # no process of this machine runs as this user
-
-
-def _usable_by_others(path: str) -> bool:
-    path = os.path.realpath(path)
-    parents = [os.path.dirname(path)]
-    while parents[-1] != "/":
-        parents.append(os.path.dirname(parents[-1]))
-    return (os.path.isfile(path) and os.stat(path).st_mode & 0o005 == 0o005
-            and all(os.stat(p).st_mode & 0o001 for p in parents))
-
-
-def _python_for_others() -> str | None:
-    for path in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
-        if _usable_by_others(path) and subprocess.run(
-                [path, "-c", "import sys; assert sys.version_info >= (3, 11)"]).returncode == 0:
-            return path
-    return None
-
-
-PYTHON = _python_for_others() if os.geteuid() == 0 else None
-as_another_user = pytest.mark.skipif(PYTHON is None, reason="needs root and a Python 3.11 that "
-                                                          "another user may run")
+# --- the worker as another user (tests/another_user.py) -----------------------------------------
 
 
 def processes_of(uid: int) -> list[int]:
@@ -479,15 +452,6 @@ def processes_of(uid: int) -> list[int]:
         if int(real) == uid and state != "Z":
             found.append(int(name))
     return found
-
-
-@pytest.fixture
-def open_folder():
-    """A folder another user may read (tmp_path lies under a folder only root may enter)."""
-    folder = Path(tempfile.mkdtemp(prefix="gradcheck-faults-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder)
 
 
 SNOOP = """\
@@ -577,22 +541,7 @@ def test_a_grader_with_a_worker_of_another_user_grades_as_before(bank, honest, t
 
 @pytest.fixture
 def private_key(key_file, open_folder):
-    """The answer key in a folder only root may enter, as docs/security.md asks."""
-    secret = open_folder / "secret"
-    secret.mkdir(mode=0o700)
-    key = secret / "key.json"
-    shutil.copy(key_file, key)
-    key.chmod(0o600)
-    return key
-
-
-def key_reader(folder: Path, key: Path) -> Path:
-    """A submission: tests/engines/key_lookup.py, which has no derivatives and copies torch's
-    gradients from the answer key at `key` when it can read it."""
-    submission = folder / "engine.py"
-    submission.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
-                          f"from key_lookup import arm\ntensor, no_grad = arm({str(key)!r})\n")
-    return submission
+    return private_copy(key_file, open_folder)
 
 
 @as_another_user
@@ -602,8 +551,8 @@ def test_an_engine_that_reads_the_answer_key_gains_points_only_from_a_key_it_may
     root's and private, it earns exactly what it earns with no key to read."""
 
     def graded(path: Path, **worker) -> dict:
-        report, _, _ = run(key_reader(open_folder, path), bank, open_folder, key=private_key,
-                           worker=worker)
+        report, _, _ = run(key_reader(open_folder / "engine.py", path), bank, open_folder,
+                           key=private_key, worker=worker)
         return outcome(report)
 
     blind = graded(open_folder / "no-such-key.json")
@@ -620,7 +569,7 @@ def test_gradcheck_grade_worker_user_keeps_a_private_key_from_the_submission(
         bank_dir, private_key, open_folder):
     """The same from the command line: `--worker-user` (and `--worker-python`, as the test run's
     own Python lies under /root, where no other user may go)."""
-    submission = key_reader(open_folder, private_key)
+    submission = key_reader(open_folder / "engine.py", private_key)
 
     def passed(*options: str) -> set[tuple[str, str]]:
         junit = open_folder / "junit.xml"
