@@ -22,7 +22,7 @@ import time
 import traceback
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from gradcheck import bundled, compare, lanes, localise, oracles, probe, score
 from gradcheck.exercise import Bank, Exercise, ExerciseError, load_bank
@@ -37,6 +37,7 @@ Progress = Callable[[str, list[CheckResult]], None]
 GRADIENT_CHECKS = ("gradients", "sampled", "answers")
 #: exercises whose jax work is compiled as one module when a bank is graded live
 JAX_CHUNK = 12
+T = TypeVar("T")
 
 
 class GraderError(Exception):
@@ -208,16 +209,16 @@ class Grader:
         background, JAX_CHUNK exercises to a compiled module (live grading only)."""
         if self.key is not None:
             return
-        checks = [(number, exercise, name) for number, exercise in enumerate(exercises)
+        checks = [(number, (exercise, name)) for number, exercise in enumerate(exercises)
                   for name in exercise.checks.present()
                   if name in GRADIENT_CHECKS and "jax" in self._wanted(exercise, name)]
         if not checks or isinstance(oracles.backend("jax"), oracles.Skipped):
             return
         jax_grad = oracles.backend("jax")
-        for first in range(0, len(exercises), JAX_CHUNK):
+        for module in jax_modules(checks):
             jobs: list[oracles.Job] = []
             drawn: list[tuple[tuple[str, str], list[dict[str, Any]]]] = []
-            for _, exercise, name in (c for c in checks if first <= c[0] < first + JAX_CHUNK):
+            for exercise, name in module:
                 try:
                     points = self._points(exercise, name)
                     jobs.append(oracles.job(exercise.program, points, exercise.grad_names))
@@ -365,6 +366,16 @@ CHECK_TITLES = {
     "graph": "the graph (grad_fn, leaves)",
     "behaviour": "autograd behaviour, step by step",
 }
+
+
+def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:
+    """The checks, each given with its exercise's number in the bank, that jax compiles as one
+    module: those of JAX_CHUNK exercises at a time. Live grading and `key build` both group them
+    so, which keeps a key's results equal to live ones to the bit."""
+    modules: dict[int, list[T]] = {}
+    for number, check in checks:
+        modules.setdefault(number // JAX_CHUNK, []).append(check)
+    return [modules[first] for first in sorted(modules)]
 
 
 def sample_seed(seed: int, exercise_id: str) -> int:

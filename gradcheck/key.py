@@ -36,7 +36,7 @@ import numpy as np
 from gradcheck import __version__, oracles, probe, score
 from gradcheck.bundled import bank_dir
 from gradcheck.exercise import Bank, Exercise, ExerciseError, load_bank
-from gradcheck.grader import JAX_CHUNK, GraderError, sample_seed, torch_request
+from gradcheck.grader import GraderError, jax_modules, sample_seed, torch_request
 from gradcheck.oracles import OracleResult, Skipped
 from gradcheck.walk import Walk, WalkError, walk
 
@@ -164,8 +164,8 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
     except ImportError as exc:
         raise KeyFileError(f"building an answer key needs torch: {exc}") from exc
     exercises = {}
-    #: the checks jax answers, run JAX_CHUNK exercises to a compiled module, as the grader does
-    jax_checks: list[tuple[int, dict[str, Any], oracles.Job]] = []
+    #: the checks jax answers, compiled in modules as the grader does (`jax_modules`)
+    jax_checks: list[tuple[int, tuple[dict[str, Any], oracles.Job]]] = []
     for number, exercise in enumerate(bank.exercises):
         checks: dict[str, Any] = {}
         for name in score.check_points(exercise):
@@ -179,20 +179,17 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
                       if o in KEYED]
             checks[name] = {"points": points, "walks": _walks(exercise, points)}
             if "jax" in listed:
-                jax_checks.append((number, checks[name],
-                                   oracles.job(exercise.program, points, exercise.grad_names)))
+                jax_checks.append((number, (checks[name], oracles.job(
+                    exercise.program, points, exercise.grad_names))))
             _store(checks[name], oracles.compute(exercise.program, points, exercise.grad_names,
                                                  [o for o in listed if o != "jax"]))
         exercises[exercise.id] = {"digest": exercise.digest, "checks": checks}
     jax_grad = oracles.backend("jax") if jax_checks else None
     if isinstance(jax_grad, Skipped):
         raise KeyFileError(f"building an answer key needs torch and jax: {jax_grad}")
-    for first in range(0, len(bank.exercises), JAX_CHUNK):
-        chunk = [(stored, job) for number, stored, job in jax_checks
-                 if first <= number < first + JAX_CHUNK]
-        if chunk:
-            for (stored, _), result in zip(chunk, jax_grad.run_many([job for _, job in chunk])):
-                stored["jax"] = _encode(result)
+    for module in jax_modules(jax_checks):
+        for (stored, _), result in zip(module, jax_grad.run_many([job for _, job in module])):
+            stored["jax"] = _encode(result)
     key = Key(seed=seed, version=__version__, exercises=exercises, path=str(out))
     data = {"format": FORMAT, "gradcheck": __version__, "seed": seed, "exercises": exercises}
     text = json.dumps(data, separators=(",", ":")).encode()
