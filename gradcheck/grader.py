@@ -212,9 +212,10 @@ class Grader:
         checks = [(number, (exercise, name)) for number, exercise in enumerate(exercises)
                   for name in exercise.checks.present()
                   if name in GRADIENT_CHECKS and "jax" in self._wanted(exercise, name)]
-        if not checks or isinstance(oracles.backend("jax"), oracles.Skipped):
+        if not checks:
             return
-        jax_grad = oracles.backend("jax")
+        # jax is imported and its interpreter compiled on jax's thread while the points are drawn
+        self._in_background("gradcheck-jax", _jax_warm_up)
         for module in jax_modules(checks):
             jobs: list[oracles.Job] = []
             drawn: list[tuple[tuple[str, str], list[dict[str, Any]]]] = []
@@ -226,7 +227,7 @@ class Grader:
                     continue
                 drawn.append(((exercise.id, name), points))
             if jobs:
-                future = self._in_background("gradcheck-jax", jax_grad.run_many, jobs)
+                future = self._in_background("gradcheck-jax", _jax_run_many, jobs)
                 for index, (key, points) in enumerate(drawn):
                     self._ahead[key] = (points, future, index)
 
@@ -376,6 +377,21 @@ def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:
     for number, check in checks:
         modules.setdefault(number // JAX_CHUNK, []).append(check)
     return [modules[first] for first in sorted(modules)]
+
+
+def _jax_warm_up() -> None:
+    jax_grad = oracles.backend("jax")
+    if not isinstance(jax_grad, oracles.Skipped):
+        jax_grad.warm_up()
+
+
+def _jax_run_many(jobs: list[oracles.Job]) -> list[oracles.OracleResult]:
+    """jax's results of `jobs`; raises if jax cannot run, and the checks then ask it again
+    (reporting it skipped)."""
+    jax_grad = oracles.backend("jax")
+    if isinstance(jax_grad, oracles.Skipped):
+        raise RuntimeError(str(jax_grad))
+    return jax_grad.run_many(jobs)
 
 
 def sample_seed(seed: int, exercise_id: str) -> int:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from gradcheck.compare import Tolerances
 from gradcheck.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Interval
-from gradcheck.oracles import OracleResult, as_batch, compute, jax_grad, reached_inputs
+from gradcheck.oracles import (OracleResult, as_batch, compute, jax_grad, reached_inputs,
+                               registers)
 from gradcheck.program import engine_apply, evaluate, parse
 from gradcheck.strategies import scalars, vectors
 
@@ -171,20 +172,78 @@ def test_only_the_inputs_that_require_grad_are_differentiated():
         assert list(r.grads) == ["y"] and np.allclose(r.grads["y"], [2.0])
 
 
-def test_jax_compiles_once_per_program_and_requires_grad():
-    source = "z = (x * y).sin()"
-    program = parse(source, {"x": None, "y": None})
+def _traced(program, batch, requires_grad):
+    """jax's result with the program traced and compiled on its own (no interpreter)."""
+    function = jax_grad.compiled(program, requires_grad)
+    return jax_grad._result(batch, requires_grad,
+                            function(*jax_grad._arguments(program, batch, requires_grad)))
+
+
+def _assert_same(found: OracleResult, expected: OracleResult) -> None:
+    for a, b in [(found.value, expected.value),
+                 *((found.grads[k], expected.grads[k]) for k in expected.grads)]:
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300, equal_nan=True)
+        assert np.array_equal(np.isinf(a) & (a > 0), np.isinf(b) & (b > 0))
+
+
+INTERPRETED = [  # every kind of instruction and register the interpreter lowers
+    ("z = a + b - a * b / b ** 2.5 + 2 - a", {"a": None, "b": None}),
+    ("z = -(a.exp() + a.tanh() + a.sigmoid() + a.sin() + a.cos() + a.abs() + a.relu())",
+     {"a": None, "b": None}),
+    ("z = (v * a).log().sum() + v.sqrt().mean() + v[2] + a.sum() + b.mean()",
+     {"a": None, "b": None, "v": 3}),
+    ("z = v * a + b", {"a": None, "b": None, "v": 3}),  # a 1-D output, summed to differentiate
+    ("z = (1.0 / (a * -0.0)).tanh() + a * 0.0", {"a": None}),  # 0.0 and -0.0 kept apart
+]
+
+
+@pytest.mark.parametrize("source, inputs", INTERPRETED)
+def test_jax_interpreter_gives_what_jax_gives_tracing_the_program(source, inputs):
+    program = parse(source, inputs)
+    assert jax_grad._code(program) is not None
+    rng = np.random.default_rng(7)
+    n = 150  # three calls of the interpreter's LANES points
+    batch = {name: rng.uniform(0.5, 2.0, (n,) if size is None else (n, size))
+             for name, size in inputs.items()}
+    for name in batch:  # kinks and edges: each convention must be jax's own
+        batch[name][:3] = 0.0
+    requires_grad = tuple(inputs)
+    _assert_same(jax_grad.run(program, batch, requires_grad),
+                 _traced(program, batch, requires_grad))
+
+
+def test_a_dead_instruction_leaves_no_nan_in_the_gradient():
+    """As in a scalar engine, an element the output ignores adds nothing, not 0 * inf (which
+    jax tracing the vector `log` gives: NaN for all of v)."""
+    program = parse("w = v.log()\nz = w[0] + v[1]", {"v": 3})
+    code = registers.lower(program)
+    assert [registers.INSTRUCTIONS[op].name for op, _, _ in code.instructions] == ["log", "add"]
+    result = jax_grad.run(program, {"v": np.array([[1.0, 0.0, 0.0]])}, ("v",))
+    assert result.grads["v"].tolist() == [[1.0, 1.0, 0.0]]
+
+
+def test_jax_compiles_its_interpreter_once_and_a_long_program_once_per_requires_grad():
+    short = parse("z = (x * y).sin()", {"x": None, "y": None})
     batch = {"x": np.linspace(0, 1, 5), "y": np.linspace(1, 2, 5)}
-    compute(program, batch, ["x", "y"], ("jax",))
-    function = jax_grad.compiled(program, ("x", "y"))
-    again = parse(source, {"x": None, "y": None})
-    smaller = compute(again, {k: v[:3] for k, v in batch.items()}, ["x", "y"], ("jax",))["jax"]
-    assert jax_grad.compiled(again, ("x", "y")) is function
+    result = compute(short, batch, ["x", "y"], ("jax",))["jax"]
+    assert np.allclose(result.grads["x"], np.cos(batch["x"] * batch["y"]) * batch["y"])
+    assert jax_grad._code(short) is not None and len(jax_grad._INTERPRETER) == 1
+    compute(parse("z = x * y", {"x": None, "y": None}), batch, ["x"], ("jax",))
+    assert len(jax_grad._INTERPRETER) == 1
+
+    size = jax_grad.STEPS  # `size` products and `size - 1` sums: too long to interpret
+    long = parse("z = (v * x).sum()", {"v": size, "x": None})
+    assert jax_grad._code(long) is None
+    wide = {"v": np.linspace(0, 1, 5 * size).reshape(5, size), "x": np.linspace(1, 2, 5)}
+    compute(long, wide, ["v", "x"], ("jax",))
+    function = jax_grad.compiled(long, ("v", "x"))
+    smaller = compute(long, {k: v[:3] for k, v in wide.items()}, ["v", "x"], ("jax",))["jax"]
+    assert jax_grad.compiled(parse("z = (v * x).sum()", {"v": size, "x": None}),
+                             ("v", "x")) is function
     assert function._cache_size() == 1  # 5 and 3 points share one padded batch shape
-    assert smaller.grads["x"].shape == (3,)
-    x, y = batch["x"][:3], batch["y"][:3]
-    assert np.allclose(smaller.grads["x"], np.cos(x * y) * y)
-    assert jax_grad.compiled(program, ("x",)) is not function
+    assert np.allclose(smaller.grads["x"], wide["v"][:3].sum(axis=1))
+    assert jax_grad.compiled(long, ("x",)) is not function
 
 
 def test_jax_run_many_compiles_programs_together_with_the_same_results_to_the_bit():

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import threading
+
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any jax array exists
@@ -20,23 +22,123 @@ jax.config.update("jax_enable_x64", True)  # before any jax array exists
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from gradcheck.oracles import Batch, Job, OracleResult, batch_size, native_apply  # noqa: E402
+from gradcheck.ops import FUNCTION, Op  # noqa: E402
+from gradcheck.oracles import (Batch, Job, OracleResult, batch_size, element_first,  # noqa: E402
+                               native_apply, registers)
 from gradcheck.program import Program, evaluate  # noqa: E402
 
-_APPLY = native_apply(jnp, lambda name: getattr(jnp, name, None) or getattr(jax.nn, name))
+
+
+def _named(name: str) -> Callable[[Any], Any]:
+    """jax's own function of that name, so that its derivative (and convention at a kink) is."""
+    return getattr(jnp, name, None) or getattr(jax.nn, name)
+
+
+_APPLY = native_apply(jnp, _named)
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
 
 def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> OracleResult:
     """Values and jax.grad gradients of the output (summed if 1-D) at every point."""
+    code = _code(program)
+    if code is not None:
+        return _interpret(program, code, batch, requires_grad)
     return _result(batch, requires_grad,
                    compiled(program, requires_grad)(*_arguments(program, batch, requires_grad)))
 
 
+# --- the compiled interpreter ---------------------------------------------------------------------
+
+#: the interpreter's fixed shapes: instructions, registers, points per call
+STEPS, REGISTERS, LANES = 256, 512, 64
+_SCRATCH = REGISTERS - 1  # where the padding instructions write
+
+
+def _branch(op: Op) -> Callable[[Any, Any], Any]:
+    if op.kind == FUNCTION:
+        function = _named(op.name)
+        return lambda a, b: function(a)
+    return (lambda a, b: op.array(jnp, a, b)) if op.arity == 2 else lambda a, b: op.array(jnp, a)
+
+
+_BRANCHES = [_branch(op) for op in registers.INSTRUCTIONS]
+
+
+def _interpreter(start: jax.Array, code: jax.Array, weights: jax.Array) -> Any:
+    """The registers after running `code` on `start` (REGISTERS, LANES), and the gradient with
+    respect to `start` of the weighted sum of the final registers (the output's sum)."""
+
+    def final(start: jax.Array) -> Any:
+        def step(values: jax.Array, instruction: jax.Array) -> tuple[jax.Array, None]:
+            op, a, b, to = instruction[0], instruction[1], instruction[2], instruction[3]
+            result = jax.lax.switch(op, _BRANCHES, values[a], values[b])
+            return jax.lax.dynamic_update_index_in_dim(values, result, to, 0), None
+
+        values, _ = jax.lax.scan(step, start, code)
+        return jnp.sum(weights @ values), values
+
+    (_, values), gradient = jax.value_and_grad(final, has_aux=True)(start)
+    return values, gradient
+
+
+_COMPILING = threading.Lock()
+_INTERPRETER: list[Any] = []  # the compiled interpreter, once built
+
+
+def warm_up() -> Any:
+    """The compiled interpreter, compiled on first use (about 1 s; XLA mostly releases the GIL,
+    so a grader starts this in the background before it needs jax)."""
+    with _COMPILING:
+        if not _INTERPRETER:
+            shape = jax.ShapeDtypeStruct
+            _INTERPRETER.append(jax.jit(_interpreter).lower(
+                shape((REGISTERS, LANES), jnp.float64), shape((STEPS, 4), jnp.int32),
+                shape((REGISTERS,), jnp.float64)).compile())
+        return _INTERPRETER[0]
+
+
+def _code(program: Program) -> registers.Code | None:
+    """`program`'s register code, or None if it is too long for the interpreter."""
+    key = _key(program, ())
+    if key not in _CODES:
+        code = registers.lower(program)
+        _CODES[key] = code if len(code.instructions) <= STEPS and code.size <= _SCRATCH else None
+    return _CODES[key]
+
+
+_CODES: dict[tuple[Any, ...], registers.Code | None] = {}
+
+
+def _interpret(program: Program, code: registers.Code, batch: Batch,
+               requires_grad: tuple[str, ...]) -> OracleResult:
+    """`run` by the compiled interpreter, LANES points at a time."""
+    n = batch_size(batch)
+    width = max(LANES, -(-n // LANES) * LANES)
+    start = np.zeros((REGISTERS, width))
+    for name, rows in code.inputs.items():
+        start[rows] = element_first(_pad(batch[name], width))
+    start[code.first - len(code.constants):code.first] = np.array(code.constants)[:, None]
+    table = np.tile(np.array([registers.OPCODE["add"], 0, 0, _SCRATCH], np.int32), (STEPS, 1))
+    table[:len(code.instructions), :3] = code.instructions
+    table[:len(code.instructions), 3] = np.arange(code.first, code.size)
+    weights = np.bincount(code.output, minlength=REGISTERS).astype(np.float64)
+    interpreter = warm_up()
+    parts = [interpreter(start[:, i:i + LANES], table, weights) for i in range(0, width, LANES)]
+    values = np.concatenate([np.asarray(v) for v, _ in parts], axis=1)[:, :n]
+    gradient = np.concatenate([np.asarray(g) for _, g in parts], axis=1)[:, :n]
+
+    def column(rows: list[int], size: int | None, of: np.ndarray) -> np.ndarray:
+        return of[rows[0]] if size is None else of[rows].T
+
+    return OracleResult("jax", column(code.output, program.nodes[program.output].size, values),
+                        {name: column(code.inputs[name], program.inputs[name], gradient)
+                         for name in requires_grad})
+
+
 def run_many(jobs: Sequence[Job]) -> list[OracleResult]:
-    """`run` of each (program, batch, requires_grad), all compiled as one module, not cached.
-    The jobs of one program (an exercise's checks) become one batch, so each program is traced
-    and compiled once."""
+    """`run` of each (program, batch, requires_grad). The jobs of one program (an exercise's
+    checks) become one batch; programs too long for the interpreter are traced and compiled
+    together as one module, not cached."""
     groups: dict[tuple[Any, ...], list[int]] = {}
     for index, (program, _, requires_grad) in enumerate(jobs):
         groups.setdefault(_key(program, requires_grad), []).append(index)
@@ -45,12 +147,16 @@ def run_many(jobs: Sequence[Job]) -> list[OracleResult]:
         program, _, requires_grad = jobs[indices[0]]
         merged.append((program, {name: np.concatenate([jobs[i][1][name] for i in indices])
                                  for name in program.inputs}, requires_grad))
-    functions = [_build(program, requires_grad) for program, _, requires_grad in merged]
+    traced = [job for job in merged if _code(job[0]) is None]
+    functions = [_build(program, requires_grad) for program, _, requires_grad in traced]
     together = jax.jit(lambda arguments: [f(*a) for f, a in zip(functions, arguments)])
-    outputs = together([_arguments(*job) for job in merged])
+    outputs = iter(together([_arguments(*job) for job in traced]) if traced else [])
     results: list[OracleResult] = [None] * len(jobs)  # type: ignore[list-item]
-    for indices, (_, batch, requires_grad), output in zip(groups.values(), merged, outputs):
-        whole, start = _result(batch, requires_grad, output), 0
+    for indices, job in zip(groups.values(), merged):
+        code = _code(job[0])
+        whole = (_interpret(job[0], code, *job[1:]) if code is not None
+                 else _result(*job[1:], next(outputs)))
+        start = 0
         for i in indices:
             part = slice(start, start + batch_size(jobs[i][1]))
             results[i] = OracleResult("jax", whole.value[part],
