@@ -33,6 +33,7 @@ from gradcheck import compare, yamlsrc
 from gradcheck.ops import Interval, allowed
 from gradcheck.probe import ACTIONS, EXPECT_KINDS
 from gradcheck.program import MAX_VECTOR, Program, ProgramError, parse, remember
+from gradcheck.sampling import Sampling
 
 SUFFIX = ".exercise.yaml"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "exercise.schema.json"
@@ -430,14 +431,13 @@ class Exercise(_Model):
             return [base] + [{**base, **p} for p in self.checks.gradients.points]
         if check == "answers":
             return [{**base, **(case.at or {})} for case in self.checks.answers.cases]
-        sampled = self.checks.sampled
-        domains = {n: i.domain.interval() for n, i in self.inputs.items() if i.domain}
-        sizes = {n: self.sizes[n] for n in domains}
-        from gradcheck import strategies  # hypothesis: only when points are drawn, not with a key
+        return self.sampling(seed).draw()
 
-        drawn = strategies.draw(strategies.points(sizes, domains, sampled.margin), sampled.count,
-                                seed)
-        return [{**base, **p} for p in drawn]
+    def sampling(self, seed: int = 0) -> Sampling:
+        """How the `sampled` check's points are drawn at `seed`, without drawing them."""
+        domains = {n: i.domain.interval() for n, i in self.inputs.items() if i.domain}
+        return Sampling({n: self.sizes[n] for n in domains}, domains, self.checks.sampled.margin,
+                        self.checks.sampled.count, seed, self.values)
 
     def line_of(self, field_path: str | tuple[str | int, ...]) -> int:
         """The line of a field (or of its nearest written parent); 0 if not loaded from a file."""

@@ -5,11 +5,12 @@ JSON. Everything that decides a grade happens here: the oracles run in this proc
 behaviour is observed here through the same probe the worker uses, and the comparison reads only
 the numbers the worker sent.
 
-Two threads save time on two cores without changing any result: a check's oracles (or torch's
-record of a graph or behaviour check) are computed while the worker answers the same check, and,
-grading a bank live, jax works ahead on the exercises to come, a dozen exercises' programs
-compiled as one module (`jax_grad.run_many`: XLA's compile costs about 45 ms per module, however
-small). Every result still comes from the same oracle at the same points.
+Threads and a helper process save time on two cores without changing any result: a check's
+oracles (or torch's record of a graph or behaviour check) are computed while the worker answers
+the same check, and, grading a bank live, jax works ahead on the exercises to come, a dozen
+exercises at a time: in a helper process that also draws the sampled points
+(`gradcheck.ahead`), or, in a process that has jax imported already, in a thread. Every result
+still comes from the same oracle at the same points.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from gradcheck import bundled, compare, lanes, localise, oracles, probe, score
+from gradcheck import ahead, bundled, compare, lanes, localise, oracles, probe, score
 from gradcheck.exercise import Bank, Exercise, ExerciseError, load_bank
 from gradcheck.results import CheckResult, GradeReport
 from gradcheck.sandbox import Failure, Worker
@@ -35,7 +36,7 @@ FRAMEWORKS = ("torch", "jax", "jaxlib")
 Progress = Callable[[str, list[CheckResult]], None]
 #: the checks graded against the oracles' gradients
 GRADIENT_CHECKS = ("gradients", "sampled", "answers")
-#: exercises whose jax work is compiled as one module when a bank is graded live
+#: exercises whose jax work is done in one call when a bank is graded live
 JAX_CHUNK = 12
 T = TypeVar("T")
 
@@ -93,7 +94,10 @@ class Grader:
         #: what this grader gave the oracle threads (gradcheck.lanes), cancelled when it closes
         self._submitted: list[Future] = []
         #: (exercise id, check) -> its points, drawn ahead, and jax's results there, when ready
-        self._ahead: dict[tuple[str, str], tuple[list[dict[str, Any]], Future, int]] = {}
+        self._ahead: dict[tuple[str, str],
+                          tuple[list[dict[str, Any]] | Future, Future, int]] = {}
+        #: the helper process working ahead, if one was started (gradcheck.ahead)
+        self._helper: ahead.Helper | None = None
 
     def __enter__(self) -> Grader:
         return self
@@ -103,6 +107,9 @@ class Grader:
 
     def close(self) -> None:
         self.worker.close()
+        if self._helper is not None:
+            self._helper.close()
+            self._helper = None
         # what has not begun is dropped; what has is waited for, so no work outlives the grader
         wait([future for future in self._submitted if not future.cancel()])
         self._submitted.clear()
@@ -185,10 +192,9 @@ class Grader:
     def _run_check(self, exercise: Exercise, name: str, budget: _Budget
                    ) -> tuple[str, str, list[str]]:
         if name in GRADIENT_CHECKS:
-            ahead = self._ahead.pop((exercise.id, name), None)
-            points = ahead[0] if ahead else self._points(exercise, name)
+            points, jax_ahead = self._drawn(exercise, name)
             return self._gradients(exercise, points, self._wanted(exercise, name), budget,
-                                   ahead[1:] if ahead else None)
+                                   jax_ahead)
         verdict = _graph_verdict if name == "graph" else _behaviour_verdict
         return self._against_torch(exercise, torch_request(exercise, name), budget, verdict)
 
@@ -204,6 +210,19 @@ class Grader:
             return stored
         return exercise.check_points(name, sample_seed(self.seed, exercise.id))
 
+    def _drawn(self, exercise: Exercise, name: str
+               ) -> tuple[list[dict[str, Any]], tuple[Future, int] | None]:
+        """A gradient check's points, and where jax's results there come from if they were
+        worked out ahead; else the points drawn now (again, if the helper could not)."""
+        early = self._ahead.pop((exercise.id, name), None)
+        if early is not None:
+            points, future, index = early
+            try:
+                return (points.result() if isinstance(points, Future) else points), (future, index)
+            except ahead.HelperError:
+                pass
+        return self._points(exercise, name), None
+
     def _jax_ahead(self, exercises: list[Exercise]) -> None:
         """Draw the points of every gradient check that asks jax, and start jax on them in the
         background, JAX_CHUNK exercises to a compiled module (live grading only)."""
@@ -213,6 +232,13 @@ class Grader:
                   for name in exercise.checks.present()
                   if name in GRADIENT_CHECKS and "jax" in self._wanted(exercise, name)]
         if not checks:
+            return
+        if ahead.available():
+            self._helper_ahead(jax_modules(checks))
+            if any(name not in GRADIENT_CHECKS or "torch" in self._wanted(exercise, name)
+                   for exercise in exercises for name in exercise.checks.present()):
+                # meanwhile this process has nothing to do but import torch
+                self._in_background("gradcheck-oracles", oracles.backend, "torch")
             return
         # jax is imported and its interpreter compiled on jax's thread while the points are drawn
         self._in_background("gradcheck-jax", _jax_warm_up)
@@ -230,6 +256,28 @@ class Grader:
                 future = self._in_background("gradcheck-jax", _jax_run_many, jobs)
                 for index, (key, points) in enumerate(drawn):
                     self._ahead[key] = (points, future, index)
+
+    def _helper_ahead(self, modules: list[list[tuple[Exercise, str]]]) -> None:
+        """`_jax_ahead` in a helper process (gradcheck.ahead), which draws the sampled points
+        and runs jax on another core while this process imports and runs torch."""
+        work: list[list[tuple[ahead.Check, tuple[str, str]]]] = []
+        for module in modules:
+            work.append([])
+            for exercise, name in module:
+                try:
+                    points = (exercise.sampling(sample_seed(self.seed, exercise.id))
+                              if name == "sampled" else self._points(exercise, name))
+                    check = ahead.Check(exercise.program, tuple(exercise.grad_names), points)
+                except Exception:  # the check, graded as before, reports what is wrong
+                    continue
+                work[-1].append((check, (exercise.id, name)))
+        self._helper = ahead.Helper([[check for check, _ in part] for part in work])
+        number = 0
+        for index, part in enumerate(work):
+            for place, (_, key) in enumerate(part):
+                self._ahead[key] = (self._helper.points[number], self._helper.results[index],
+                                    place)
+                number += 1
 
     def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
                    budget: _Budget, ahead: tuple[Future, int] | None = None

@@ -139,9 +139,10 @@ def test_grading_with_a_key_imports_neither_torch_nor_jax(bank, key, tmp_path, e
         failed = {t["name"]: t for t in keyed["tests"]}[
             "A product of two inputs: gradients at the listed points (product)"]
         assert failed["score"] == 0 and "MulBackward0" in failed["output"].splitlines()[0]
-    # the same run without the key imports both (the check above can fail) and says the same
+    # the same run without the key imports torch (the check above can fail), runs jax in its
+    # helper process (gradcheck.ahead), and says the same
     imported, live = grade("")
-    assert "torch" in imported and "jax" in imported
+    assert "torch" in imported and "jax" not in imported
     assert [(t["name"], t["score"], t["output"]) for t in live["tests"]] == [
         (t["name"], t["score"], t["output"]) for t in keyed["tests"]]
 

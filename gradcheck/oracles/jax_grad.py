@@ -1,12 +1,13 @@
-"""jax.grad with x64, batched with `vmap` and compiled with `jit` once per program.
+"""jax.grad with x64: a compiled interpreter of register code, or a program traced under `vmap`.
 
-The compiled function is cached by the program's spec and the differentiated inputs, and batches
-are padded to a few sizes, so a bank that checks one program at many points, or twice, pays jax's
-compile about once. XLA's compile costs about 45 ms per module however small, so `run_many`
-compiles many programs' checks as one module (the bundled bank's 134 checks: 2.8 s instead of
-4.9 s one program at a time, with the same results to the bit). Under `vmap` each point
-is evaluated alone (scalars are 0-d, 1-D inputs have shape (k,)), and the named functions are
-jax's own (`jax.nn.relu`, `jax.nn.sigmoid`, `jnp.abs`, ...) with jax's conventions at kinks.
+Tracing and compiling each program costs about 0.1 s. A program of up to STEPS instructions
+(gradcheck.oracles.registers) is run instead by one compiled function: `value_and_grad` of a
+`lax.scan` over its instructions, each a `lax.switch` over jax's own functions (`jax.nn.relu`,
+`jax.nn.sigmoid`, `jnp.abs`, ...), so the derivative and every convention at a kink are still
+jax's. It is compiled once per process. A longer program is traced as `jit(vmap(value_and_grad))`
+and cached per program; `run_many` compiles the long programs of many checks as one module (XLA's
+compile costs about 45 ms per module however small). Under `vmap` each point is evaluated alone
+(scalars are 0-d, 1-D inputs have shape (k,)).
 """
 
 from __future__ import annotations

@@ -1,0 +1,102 @@
+"""The helper process that draws the sampled points and runs jax ahead of live grading: the same
+points and results as the grader's own process, and nothing lost when it fails."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from grading_samples import PRODUCT, write_bank
+
+from gradcheck import ahead
+from gradcheck.exercise import load_bank
+from gradcheck.grader import GRADIENT_CHECKS, Grader, jax_modules, sample_seed
+from gradcheck.oracles import jax_grad, job
+
+SEED = 5
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    folder = write_bank(tmp_path_factory.mktemp("ahead") / "bank")
+    (folder / "product.exercise.yaml").write_text(PRODUCT)
+    return load_bank(folder)
+
+
+def _checks(bank):
+    """Every gradient check of the bank as the grader gives it to the helper."""
+    checks = []
+    for number, exercise in enumerate(bank.exercises):
+        for name in exercise.checks.present():
+            if name in GRADIENT_CHECKS:
+                points = (exercise.sampling(sample_seed(SEED, exercise.id)) if name == "sampled"
+                          else exercise.check_points(name))
+                checks.append((number, ahead.Check(exercise.program,
+                                                   tuple(exercise.grad_names), points)))
+    return jax_modules(checks)
+
+
+def test_the_helper_sends_the_points_and_jax_results_this_process_computes(bank):
+    modules = _checks(bank)
+    helper = ahead.Helper(modules)
+    try:
+        checks = [check for module in modules for check in module]
+        drawn = [c.points.draw() if isinstance(c.points, ahead.Sampling) else c.points
+                 for c in checks]
+        assert [f.result(timeout=120) for f in helper.points] == drawn
+        assert any(isinstance(c.points, ahead.Sampling) for c in checks)
+        start = 0
+        for module, future in zip(modules, helper.results):
+            points = drawn[start:start + len(module)]
+            start += len(module)
+            here = jax_grad.run_many([job(c.program, p, c.requires_grad)
+                                      for c, p in zip(module, points)])
+            for sent, computed in zip(future.result(timeout=120), here):
+                np.testing.assert_array_equal(sent.value, computed.value)
+                assert sent.grads.keys() == computed.grads.keys()
+                for name in computed.grads:
+                    np.testing.assert_array_equal(sent.grads[name], computed.grads[name])
+    finally:
+        helper.close()
+
+
+def test_a_draw_that_fails_costs_only_its_check_and_its_module(bank):
+    modules = _checks(bank)
+    sampled = next(c for module in modules for c in module if isinstance(c.points, ahead.Sampling))
+    broken = dataclasses.replace(sampled, points=dataclasses.replace(sampled.points, margin=10.0))
+    helper = ahead.Helper([[broken], modules[0]])
+    try:
+        with pytest.raises(ahead.HelperError, match="ValueError: the domain"):
+            helper.points[0].result(timeout=120)
+        with pytest.raises(ahead.HelperError, match="could not be drawn"):
+            helper.results[0].result(timeout=120)
+        assert len(helper.results[1].result(timeout=120)) == len(modules[0])
+    finally:
+        helper.close()
+
+
+def test_a_helper_that_dies_fails_every_result_it_had_not_sent(bank):
+    helper = ahead.Helper(_checks(bank))
+    helper._proc.kill()
+    helper.close()
+    for future in [*helper.points, *helper.results]:
+        assert future.done()
+        if future.exception() is not None:
+            assert isinstance(future.exception(), ahead.HelperError)
+    assert any(future.exception() is not None for future in helper.results)
+
+
+def _grade(bank, monkeypatch, helper: bool):
+    monkeypatch.setattr(ahead, "available", lambda: helper)
+    with Grader("reference", seed=SEED) as grader:
+        report = grader.grade_bank(bank)
+        started = grader._helper is not None
+    return started, [(r.exercise_id, r.check, r.status, r.score, r.message)
+                     for r in report.results]
+
+
+def test_grading_with_the_helper_gives_the_report_of_grading_without_it(bank, monkeypatch):
+    with_helper, without = _grade(bank, monkeypatch, True), _grade(bank, monkeypatch, False)
+    assert with_helper[0] and not without[0]
+    assert with_helper[1] == without[1]
+    assert all(status == "passed" for _, _, status, _, _ in with_helper[1])
