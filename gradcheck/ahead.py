@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import pickle
+import queue
 import subprocess
 import sys
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Sequence
+from typing import Any, BinaryIO, Callable, Sequence
 
 from gradcheck import lanes, oracles
 from gradcheck.program import Program
@@ -103,48 +104,57 @@ def _write(stream: BinaryIO, data: bytes) -> None:
         pass
 
 
-def _send(stream: BinaryIO, kind: str, index: int, payload: Any) -> None:
-    pickle.dump((kind, index, payload), stream, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.flush()
-
-
 def _serve(modules: list[list[Check]], out: BinaryIO) -> None:
-    """The helper's work: jax imported, then every check's points in order while jax's
-    interpreter is compiled, then jax's results module by module."""
+    """The helper's work: jax imported, then each module's points drawn, in order, while a
+    second thread compiles jax's interpreter (XLA, without the GIL) and then runs jax on each
+    module as soon as its points are drawn."""
     jax_grad = oracles.backend("jax")
-    warm = threading.Thread(target=_warm_up, args=(jax_grad,), daemon=True)
-    warm.start()  # XLA compiles without the GIL, while hypothesis draws
-    checks = [check for module in modules for check in module]
-    drawn: list[list[Point] | None] = []
-    for index, check in enumerate(checks):
-        try:
-            points = (check.points.draw() if isinstance(check.points, Sampling)
-                      else check.points)
-        except Exception as error:  # the grader draws it again, and reports the error
-            drawn.append(None)
-            _send(out, "points", index, HelperError(f"{type(error).__name__}: {error}"))
-            continue
-        drawn.append(points)
-        _send(out, "points", index, points)
-    warm.join()
-    start = 0
+    lock = threading.Lock()
+
+    def send(kind: str, index: int, payload: Any) -> None:
+        with lock:
+            pickle.dump((kind, index, payload), out, protocol=pickle.HIGHEST_PROTOCOL)
+            out.flush()
+
+    drawn: queue.SimpleQueue[tuple[int, list[Check], list[list[Point] | None]] | None] = (
+        queue.SimpleQueue())
+    runner = threading.Thread(target=_run_jax, args=(jax_grad, drawn, send), daemon=True)
+    runner.start()
+    index = 0
     for number, module in enumerate(modules):
-        points = drawn[start:start + len(module)]
-        start += len(module)
+        points: list[list[Point] | None] = []
+        for check in module:
+            try:
+                points.append(check.points.draw() if isinstance(check.points, Sampling)
+                              else check.points)
+                send("points", index, points[-1])
+            except Exception as error:  # the grader draws it again, and reports the error
+                points.append(None)
+                send("points", index, HelperError(f"{type(error).__name__}: {error}"))
+            index += 1
+        drawn.put((number, module, points))
+    drawn.put(None)
+    runner.join()
+
+
+def _run_jax(jax_grad: Any, drawn: queue.SimpleQueue, send: Callable[[str, int, Any], None]
+             ) -> None:
+    if not isinstance(jax_grad, oracles.Skipped):
+        try:
+            jax_grad.warm_up()
+        except Exception:  # each module's run says what went wrong
+            pass
+    while (item := drawn.get()) is not None:
+        number, module, points = item
         try:
             if isinstance(jax_grad, oracles.Skipped):
                 raise HelperError(str(jax_grad))
             if any(p is None for p in points):
                 raise HelperError("a check's points could not be drawn")
             jobs = [oracles.job(c.program, p, c.requires_grad) for c, p in zip(module, points)]
-            _send(out, "jax", number, jax_grad.run_many(jobs))
+            send("jax", number, jax_grad.run_many(jobs))
         except Exception as error:
-            _send(out, "jax", number, HelperError(f"{type(error).__name__}: {error}"))
-
-
-def _warm_up(jax_grad: Any) -> None:
-    if not isinstance(jax_grad, oracles.Skipped):
-        jax_grad.warm_up()
+            send("jax", number, HelperError(f"{type(error).__name__}: {error}"))
 
 
 def main() -> None:

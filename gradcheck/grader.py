@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import secrets
 import time
@@ -176,12 +177,19 @@ class Grader:
         for path, error in bank.broken:
             report.results.append(self.broken_result(path, error))
         self._jax_ahead(bank.exercises)
-        for exercise in bank.exercises:
-            results = self.grade_exercise(exercise)
-            report.results += results
+        # While jax works ahead, the exercises that do not wait for it are graded first: a
+        # fixed order, so that a submission meets the same sequence of requests in every run.
+        waits = {number for number, exercise in enumerate(bank.exercises)
+                 if any(exercise_id == exercise.id for exercise_id, _ in self._ahead)}
+        order = sorted(range(len(bank.exercises)), key=lambda number: number in waits)
+        graded: dict[int, list[CheckResult]] = {}
+        for number in order:
+            exercise = bank.exercises[number]
+            graded[number] = self.grade_exercise(exercise)
             report.duration = time.monotonic() - started
             if progress:
-                progress(exercise.id, results)
+                progress(exercise.id, graded[number])
+        report.results += [result for number in sorted(graded) for result in graded[number]]
         report.import_error = self.import_error
         report.output = self.output
         report.duration = time.monotonic() - started
@@ -354,16 +362,14 @@ class Grader:
                 return done
         cache_key = json.dumps(request, sort_keys=True)
         if cache_key not in self._torch_records:
-            try:
-                from gradcheck import torch_engine
-            except ImportError:
+            if importlib.util.find_spec("torch") is None:
                 why = "torch is not installed"
                 self._torch_records[cache_key] = (
                     f"skipped: {self.key.refusal(exercise)}; it cannot be graded live: {why}"
                     if self.key is not None else f"skipped: {why}")
-            else:
+            else:  # torch is imported there too, so the worker can answer meanwhile
                 self._torch_records[cache_key] = self._in_background(
-                    "gradcheck-oracles", probe.handle, torch_engine, request)
+                    "gradcheck-oracles", _torch_answer, request)
         return self._torch_records[cache_key]
 
     def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget
@@ -425,6 +431,12 @@ def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:
     for number, check in checks:
         modules.setdefault(number // JAX_CHUNK, []).append(check)
     return [modules[first] for first in sorted(modules)]
+
+
+def _torch_answer(request: dict[str, Any]) -> dict[str, Any]:
+    from gradcheck import torch_engine
+
+    return probe.handle(torch_engine, request)
 
 
 def _jax_warm_up() -> None:
