@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Sequence
 
-from gradcheck import lanes, oracles
+from gradcheck import oracles
 from gradcheck.program import Program
 from gradcheck.sampling import Point, Sampling
 
@@ -35,6 +35,11 @@ class Check:
     program: Program
     requires_grad: tuple[str, ...]
     points: list[Point] | Sampling
+
+
+#: seconds the grader waits for one result of its helper before it stops the helper and
+#: computes what is missing itself (the helper normally sends everything within seconds)
+PATIENCE = 300.0
 
 
 class HelperError(RuntimeError):
@@ -57,7 +62,9 @@ class Helper:
         work = pickle.dumps([list(module) for module in modules])
         # written from a thread: the helper may start sending before it has read everything
         threading.Thread(target=_write, args=(self._proc.stdin, work), daemon=True).start()
-        self._done = lanes.lane("gradcheck-ahead").submit(self._read)
+        # a thread of its own: one helper that hangs cannot hold up another grader's
+        self._reader = threading.Thread(target=self._read, name="gradcheck-ahead", daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         """Settle each future as its result arrives; at the end, fail the ones never sent."""
@@ -82,10 +89,10 @@ class Helper:
                     future.set_exception(gone)
 
     def close(self) -> None:
-        """Stop the helper if it still works, and wait for its last results to be read."""
+        """Stop the helper if it still works: every result not sent yet fails."""
         if self._proc.poll() is None:
             self._proc.kill()
-        self._done.result()
+        self._reader.join()
 
 
 def available() -> bool:

@@ -226,9 +226,11 @@ class Grader:
         if early is not None:
             points, future, index = early
             try:
-                return (points.result() if isinstance(points, Future) else points), (future, index)
-            except ahead.HelperError:
-                pass
+                return ((points.result(ahead.PATIENCE) if isinstance(points, Future) else points),
+                        (future, index))
+            except (ahead.HelperError, TimeoutError):
+                if self._helper is not None:  # a helper that hangs fails all it has not sent
+                    self._helper.close()
         return self._points(exercise, name), None
 
     def _jax_ahead(self, exercises: list[Exercise]) -> None:
@@ -288,12 +290,12 @@ class Grader:
                 number += 1
 
     def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
-                   budget: _Budget, ahead: tuple[Future, int] | None = None
+                   budget: _Budget, early: tuple[Future, int] | None = None
                    ) -> tuple[str, str, list[str]]:
         program = exercise.program
         # The oracles work while the worker does: on two cores, neither waits for the other.
         expected = self._in_background("gradcheck-oracles", self._oracle_results, exercise,
-                                       points, wanted, ahead)
+                                       points, wanted, early)
         reply = self._ask(exercise, {"kind": "gradients", "program": program.spec(),
                                      "points": points, "requires_grad": exercise.grad_names},
                           budget)
@@ -317,7 +319,7 @@ class Grader:
         return "failed", _with_hint(message, exercise), grading.author_notes
 
     def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
-                        wanted: list[str], ahead: tuple[Future, int] | None = None
+                        wanted: list[str], early: tuple[Future, int] | None = None
                         ) -> dict[str, oracles.OracleResult | oracles.Skipped]:
         """The oracles' values and gradients of the exercise's program at `points` (torch's and
         jax's from the answer key, if there is one that holds this exercise; jax's from the work
@@ -325,8 +327,8 @@ class Grader:
         if self.key is not None:
             return self.key.oracle_results(exercise, points, wanted)
         done: dict[str, oracles.OracleResult | oracles.Skipped] = {}
-        if ahead is not None and "jax" in wanted:
-            future, index = ahead
+        if early is not None and "jax" in wanted:
+            future, index = early
             try:
                 done["jax"] = future.result()[index]
             except Exception:  # one program jax cannot run spoils its module: its check says so

@@ -100,3 +100,9 @@ def test_grading_with_the_helper_gives_the_report_of_grading_without_it(bank, mo
     assert with_helper[0] and not without[0]
     assert with_helper[1] == without[1]
     assert all(status == "passed" for _, _, status, _, _ in with_helper[1])
+
+
+def test_a_helper_too_slow_to_answer_is_stopped_and_its_work_done_here(bank, monkeypatch):
+    monkeypatch.setattr(ahead, "PATIENCE", 0.001)  # less than the helper takes to start
+    impatient = _grade(bank, monkeypatch, True)
+    assert impatient[0] and impatient[1] == _grade(bank, monkeypatch, False)[1]

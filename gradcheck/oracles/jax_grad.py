@@ -1,13 +1,15 @@
-"""jax.grad with x64: a compiled interpreter of register code, or a program traced under `vmap`.
+"""jax.grad with x64: a program traced under `vmap`, or many run by a compiled interpreter.
 
-Tracing and compiling each program costs about 0.1 s. A program of up to STEPS instructions
-(gradcheck.oracles.registers) is run instead by one compiled function: `value_and_grad` of a
+`run` traces one program as `jit(vmap(value_and_grad))`, compiled once per program and batch
+shape and cached: about 0.1 s, then well under a millisecond per batch. A bank checks dozens of
+programs once each, so `run_many` runs every program of up to STEPS instructions
+(gradcheck.oracles.registers) with one compiled function instead: `value_and_grad` of a
 `lax.scan` over its instructions, each a `lax.switch` over jax's own functions (`jax.nn.relu`,
 `jax.nn.sigmoid`, `jnp.abs`, ...), so the derivative and every convention at a kink are still
-jax's. It is compiled once per process. A longer program is traced as `jit(vmap(value_and_grad))`
-and cached per program; `run_many` compiles the long programs of many checks as one module (XLA's
-compile costs about 45 ms per module however small). Under `vmap` each point is evaluated alone
-(scalars are 0-d, 1-D inputs have shape (k,)).
+jax's. It compiles once per process (about 1 s) and takes a few milliseconds per 64 points.
+Longer programs are traced, and compiled together as one module (XLA's compile costs about
+45 ms per module however small). Under `vmap` each point is evaluated alone (scalars are 0-d,
+1-D inputs have shape (k,)).
 """
 
 from __future__ import annotations
@@ -40,10 +42,8 @@ _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
 
 def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> OracleResult:
-    """Values and jax.grad gradients of the output (summed if 1-D) at every point."""
-    code = _code(program)
-    if code is not None:
-        return _interpret(program, code, batch, requires_grad)
+    """Values and jax.grad gradients of the output (summed if 1-D) at every point, the program
+    traced and compiled once (cached): the fastest way to check one program again and again."""
     return _result(batch, requires_grad,
                    compiled(program, requires_grad)(*_arguments(program, batch, requires_grad)))
 
@@ -137,9 +137,11 @@ def _interpret(program: Program, code: registers.Code, batch: Batch,
 
 
 def run_many(jobs: Sequence[Job]) -> list[OracleResult]:
-    """`run` of each (program, batch, requires_grad). The jobs of one program (an exercise's
-    checks) become one batch; programs too long for the interpreter are traced and compiled
-    together as one module, not cached."""
+    """`run` of each (program, batch, requires_grad), for many programs each checked once (a
+    bank): by the compiled interpreter, which compiles once for them all; programs too long for
+    it are traced and compiled together as one module, not cached. The jobs of one program (an
+    exercise's checks) become one batch. Each point's result depends only on its program and
+    its point, not on the other jobs."""
     groups: dict[tuple[Any, ...], list[int]] = {}
     for index, (program, _, requires_grad) in enumerate(jobs):
         groups.setdefault(_key(program, requires_grad), []).append(index)
