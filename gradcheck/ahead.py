@@ -111,11 +111,58 @@ def _write(stream: BinaryIO, data: bytes) -> None:
         pass
 
 
-def _serve(modules: list[list[Check]], out: BinaryIO) -> None:
-    """The helper's work: jax imported, then each module's points drawn, in order, while a
-    second thread compiles jax's interpreter (XLA, without the GIL) and then runs jax on each
-    module as soon as its points are drawn."""
+def here(modules: Sequence[Sequence[Check]], submit: Callable[..., Future]
+         ) -> tuple[list[Future[list[Point]]], list[Future[list[oracles.OracleResult]]]]:
+    """The helper's work done in this process, which has jax imported already (a test session):
+    the points drawn now, in order, and jax run by `submit(function, *args) -> Future` (on
+    jax's thread), its interpreter compiled first. Futures as a Helper's."""
+    submit(_warm_up)
+    points: list[Future[list[Point]]] = []
+    results: list[Future[list[oracles.OracleResult]]] = []
+    for module in modules:
+        drawn = [_draw(check) for check in module]
+        for one in drawn:
+            points.append(Future())
+            if isinstance(one, HelperError):
+                points[-1].set_exception(one)
+            else:
+                points[-1].set_result(one)
+        results.append(submit(_run_module, module, drawn))
+    return points, results
+
+
+def _draw(check: Check) -> list[Point] | HelperError:
+    """The check's points, or why they could not be drawn (the grader draws them again, and
+    reports the error)."""
+    try:
+        return check.points.draw() if isinstance(check.points, Sampling) else check.points
+    except Exception as error:
+        return HelperError(f"{type(error).__name__}: {error}")
+
+
+def _run_module(module: Sequence[Check], drawn: Sequence[list[Point] | HelperError]
+                ) -> list[oracles.OracleResult]:
+    """jax's results of a module's checks, compiled together (`jax_grad.run_many`)."""
     jax_grad = oracles.backend("jax")
+    if isinstance(jax_grad, oracles.Skipped):
+        raise HelperError(str(jax_grad))
+    if any(isinstance(points, HelperError) for points in drawn):
+        raise HelperError("a check's points could not be drawn")
+    return jax_grad.run_many([oracles.job(check.program, points, check.requires_grad)
+                              for check, points in zip(module, drawn)])
+
+
+def _warm_up() -> None:
+    jax_grad = oracles.backend("jax")
+    if not isinstance(jax_grad, oracles.Skipped):
+        jax_grad.warm_up()
+
+
+def _serve(modules: list[list[Check]], out: BinaryIO) -> None:
+    """The helper process's work: jax imported, then each module's points drawn, in order,
+    while a second thread compiles jax's interpreter (XLA, without the GIL) and then runs jax
+    on each module as soon as its points are drawn."""
+    oracles.backend("jax")
     lock = threading.Lock()
 
     def send(kind: str, index: int, payload: Any) -> None:
@@ -123,45 +170,33 @@ def _serve(modules: list[list[Check]], out: BinaryIO) -> None:
             pickle.dump((kind, index, payload), out, protocol=pickle.HIGHEST_PROTOCOL)
             out.flush()
 
-    drawn: queue.SimpleQueue[tuple[int, list[Check], list[list[Point] | None]] | None] = (
+    drawn: queue.SimpleQueue[tuple[int, list[Check], list[list[Point] | HelperError]] | None] = (
         queue.SimpleQueue())
-    runner = threading.Thread(target=_run_jax, args=(jax_grad, drawn, send), daemon=True)
+    runner = threading.Thread(target=_run_jax, args=(drawn, send), daemon=True)
     runner.start()
     index = 0
     for number, module in enumerate(modules):
-        points: list[list[Point] | None] = []
-        for check in module:
-            try:
-                points.append(check.points.draw() if isinstance(check.points, Sampling)
-                              else check.points)
-                send("points", index, points[-1])
-            except Exception as error:  # the grader draws it again, and reports the error
-                points.append(None)
-                send("points", index, HelperError(f"{type(error).__name__}: {error}"))
+        points = [_draw(check) for check in module]
+        for one in points:
+            send("points", index, one)
             index += 1
         drawn.put((number, module, points))
     drawn.put(None)
     runner.join()
 
 
-def _run_jax(jax_grad: Any, drawn: queue.SimpleQueue, send: Callable[[str, int, Any], None]
-             ) -> None:
-    if not isinstance(jax_grad, oracles.Skipped):
-        try:
-            jax_grad.warm_up()
-        except Exception:  # each module's run says what went wrong
-            pass
+def _run_jax(drawn: queue.SimpleQueue, send: Callable[[str, int, Any], None]) -> None:
+    try:
+        _warm_up()
+    except Exception:  # each module's run says what went wrong
+        pass
     while (item := drawn.get()) is not None:
         number, module, points = item
         try:
-            if isinstance(jax_grad, oracles.Skipped):
-                raise HelperError(str(jax_grad))
-            if any(p is None for p in points):
-                raise HelperError("a check's points could not be drawn")
-            jobs = [oracles.job(c.program, p, c.requires_grad) for c, p in zip(module, points)]
-            send("jax", number, jax_grad.run_many(jobs))
+            send("jax", number, _run_module(module, points))
         except Exception as error:
-            send("jax", number, HelperError(f"{type(error).__name__}: {error}"))
+            send("jax", number, error if isinstance(error, HelperError)
+                 else HelperError(f"{type(error).__name__}: {error}"))
 
 
 def main() -> None:

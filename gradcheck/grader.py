@@ -95,8 +95,7 @@ class Grader:
         #: what this grader gave the oracle threads (gradcheck.lanes), cancelled when it closes
         self._submitted: list[Future] = []
         #: (exercise id, check) -> its points, drawn ahead, and jax's results there, when ready
-        self._ahead: dict[tuple[str, str],
-                          tuple[list[dict[str, Any]] | Future, Future, int]] = {}
+        self._ahead: dict[tuple[str, str], tuple[Future, Future, int]] = {}
         #: the helper process working ahead, if one was started (gradcheck.ahead)
         self._helper: ahead.Helper | None = None
 
@@ -226,16 +225,17 @@ class Grader:
         if early is not None:
             points, future, index = early
             try:
-                return ((points.result(ahead.PATIENCE) if isinstance(points, Future) else points),
-                        (future, index))
+                return points.result(ahead.PATIENCE), (future, index)
             except (ahead.HelperError, TimeoutError):
                 if self._helper is not None:  # a helper that hangs fails all it has not sent
                     self._helper.close()
         return self._points(exercise, name), None
 
     def _jax_ahead(self, exercises: list[Exercise]) -> None:
-        """Draw the points of every gradient check that asks jax, and start jax on them in the
-        background, JAX_CHUNK exercises to a compiled module (live grading only)."""
+        """Start the points of every gradient check that asks jax, and jax's results there,
+        JAX_CHUNK exercises to a call (live grading only): in a helper process
+        (gradcheck.ahead) that works on another core while this one imports and runs torch, or,
+        if this process has jax already, the points drawn now and jax run on jax's thread."""
         if self.key is not None:
             return
         checks = [(number, (exercise, name)) for number, exercise in enumerate(exercises)
@@ -243,35 +243,8 @@ class Grader:
                   if name in GRADIENT_CHECKS and "jax" in self._wanted(exercise, name)]
         if not checks:
             return
-        if ahead.available():
-            self._helper_ahead(jax_modules(checks))
-            if any(name not in GRADIENT_CHECKS or "torch" in self._wanted(exercise, name)
-                   for exercise in exercises for name in exercise.checks.present()):
-                # meanwhile this process has nothing to do but import torch
-                self._in_background("gradcheck-oracles", oracles.backend, "torch")
-            return
-        # jax is imported and its interpreter compiled on jax's thread while the points are drawn
-        self._in_background("gradcheck-jax", _jax_warm_up)
-        for module in jax_modules(checks):
-            jobs: list[oracles.Job] = []
-            drawn: list[tuple[tuple[str, str], list[dict[str, Any]]]] = []
-            for exercise, name in module:
-                try:
-                    points = self._points(exercise, name)
-                    jobs.append(oracles.job(exercise.program, points, exercise.grad_names))
-                except Exception:  # the check, graded as before, reports what is wrong
-                    continue
-                drawn.append(((exercise.id, name), points))
-            if jobs:
-                future = self._in_background("gradcheck-jax", _jax_run_many, jobs)
-                for index, (key, points) in enumerate(drawn):
-                    self._ahead[key] = (points, future, index)
-
-    def _helper_ahead(self, modules: list[list[tuple[Exercise, str]]]) -> None:
-        """`_jax_ahead` in a helper process (gradcheck.ahead), which draws the sampled points
-        and runs jax on another core while this process imports and runs torch."""
         work: list[list[tuple[ahead.Check, tuple[str, str]]]] = []
-        for module in modules:
+        for module in jax_modules(checks):
             work.append([])
             for exercise, name in module:
                 try:
@@ -281,12 +254,22 @@ class Grader:
                 except Exception:  # the check, graded as before, reports what is wrong
                     continue
                 work[-1].append((check, (exercise.id, name)))
-        self._helper = ahead.Helper([[check for check, _ in part] for part in work])
+        modules = [[check for check, _ in part] for part in work]
+        if ahead.available():
+            self._helper = ahead.Helper(modules)
+            points, results = self._helper.points, self._helper.results
+            if any(name not in GRADIENT_CHECKS or "torch" in self._wanted(exercise, name)
+                   for exercise in exercises for name in exercise.checks.present()):
+                # meanwhile this process has nothing to do but import torch
+                self._in_background("gradcheck-oracles", oracles.backend, "torch")
+        else:
+            points, results = ahead.here(
+                modules, lambda function, *args: self._in_background("gradcheck-jax", function,
+                                                                     *args))
         number = 0
         for index, part in enumerate(work):
             for place, (_, key) in enumerate(part):
-                self._ahead[key] = (self._helper.points[number], self._helper.results[index],
-                                    place)
+                self._ahead[key] = (points[number], results[index], place)
                 number += 1
 
     def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
@@ -439,21 +422,6 @@ def _torch_answer(request: dict[str, Any]) -> dict[str, Any]:
     from gradcheck import torch_engine
 
     return probe.handle(torch_engine, request)
-
-
-def _jax_warm_up() -> None:
-    jax_grad = oracles.backend("jax")
-    if not isinstance(jax_grad, oracles.Skipped):
-        jax_grad.warm_up()
-
-
-def _jax_run_many(jobs: list[oracles.Job]) -> list[oracles.OracleResult]:
-    """jax's results of `jobs`; raises if jax cannot run, and the checks then ask it again
-    (reporting it skipped)."""
-    jax_grad = oracles.backend("jax")
-    if isinstance(jax_grad, oracles.Skipped):
-        raise RuntimeError(str(jax_grad))
-    return jax_grad.run_many(jobs)
 
 
 def sample_seed(seed: int, exercise_id: str) -> int:
