@@ -26,6 +26,7 @@ from typing import Any, BinaryIO, Callable, Sequence
 from gradcheck import oracles
 from gradcheck.program import Program
 from gradcheck.sampling import Point, Sampling
+from gradcheck.worker import die_with_parent
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,15 @@ class HelperError(RuntimeError):
 class Helper:
     """A helper process working on `modules` (lists of checks jax compiles together, as
     `gradcheck.grader.jax_modules` groups them). `points[i]` is the future of the i-th check's
-    points (numbered across modules), `results[m]` of module m's jax results."""
+    points (numbered across modules), `results[m]` of module m's jax results. Like the worker,
+    the helper is killed when the thread that started it ends (PR_SET_PDEATHSIG)."""
 
     def __init__(self, modules: Sequence[Sequence[Check]]) -> None:
         count = sum(map(len, modules))
         self.points: list[Future[list[Point]]] = [Future() for _ in range(count)]
         self.results: list[Future[list[oracles.OracleResult]]] = [Future() for _ in modules]
-        self._proc = subprocess.Popen([sys.executable, "-m", "gradcheck.ahead"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        command = [sys.executable, "-m", "gradcheck.ahead", str(os.getpid())]
+        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL)
         assert self._proc.stdin is not None
         work = pickle.dumps([list(module) for module in modules])
@@ -78,7 +80,7 @@ class Helper:
                     future.set_exception(payload)
                 else:
                     future.set_result(payload)
-        except (EOFError, OSError, pickle.UnpicklingError):
+        except Exception:  # the end of its output, or output it could not have sent
             pass
         finally:
             stream.close()
@@ -200,8 +202,10 @@ def _run_jax(drawn: queue.SimpleQueue, send: Callable[[str, int, Any], None]) ->
 
 
 def main() -> None:
-    """The helper process: results go to a copy of its standard output, and anything else
-    written there (a library's warning) to its standard error, so that it cannot spoil them."""
+    """The helper process, killed if the grader dies: results go to a copy of its standard
+    output, and anything else written there (a library's warning) to its standard error, so
+    that it cannot spoil them."""
+    die_with_parent(int(sys.argv[1]))
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     _serve(pickle.load(sys.stdin.buffer), out)

@@ -50,7 +50,7 @@ def pack(message: dict[str, Any]) -> bytes:
 def main(config_json: str) -> None:
     """Run the worker: limits, import, then one reply per request until the grader hangs up."""
     config = json.loads(config_json)
-    _die_with_parent(config["parent"])
+    die_with_parent(config["parent"])
     _adopt_orphans()
     _apply_limits(config["limits"])
     _forbid(config["forbid"])
@@ -168,8 +168,9 @@ def _forbid(names: list[str]) -> None:
     sys.meta_path.insert(0, Refuse())
 
 
-def _die_with_parent(parent: int) -> None:
-    """Be killed when the grader dies, so no orphaned worker spins on."""
+def die_with_parent(parent: int) -> None:
+    """Be killed when the grader dies, so no orphaned worker (or helper, gradcheck.ahead) spins
+    on."""
     import ctypes
 
     pr_set_pdeathsig, sigkill = 1, 9

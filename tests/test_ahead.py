@@ -2,6 +2,11 @@
 points and results as the grader's own process, and nothing lost when it fails."""
 
 import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -106,3 +111,40 @@ def test_a_helper_too_slow_to_answer_is_stopped_and_its_work_done_here(bank, mon
     monkeypatch.setattr(ahead, "PATIENCE", 0.001)  # less than the helper takes to start
     impatient = _grade(bank, monkeypatch, True)
     assert impatient[0] and impatient[1] == _grade(bank, monkeypatch, False)[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_helper_dies_with_the_grader(tmp_path):
+    """A helper still waiting for its work is killed with the grader that started it, not left
+    behind: the test holds the helper's standard input open, so only the grader's death can end
+    it."""
+    read, write = os.pipe()
+    grader = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""\
+            import os, subprocess, sys, time
+            helper = subprocess.Popen([sys.executable, "-m", "gradcheck.ahead",
+                                       str(os.getpid())], stdin={read}, pass_fds=({read},))
+            print(helper.pid, flush=True)
+            time.sleep(600)
+            """)], stdout=subprocess.PIPE, text=True, pass_fds=(read,))
+    os.close(read)
+    try:
+        helper = int(grader.stdout.readline())
+        time.sleep(1.0)  # the helper is importing, then waits for its work on the open pipe
+        assert _alive(helper)
+        grader.kill()
+        grader.wait()
+        deadline = time.monotonic() + 10
+        while _alive(helper) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(helper)
+    finally:
+        os.close(write)
+        grader.kill()
