@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from grading_samples import PRODUCT, write_bank
+from processes import alive, gone_within
 
 from gradcheck import ahead
 from gradcheck.exercise import load_bank
@@ -113,14 +114,6 @@ def test_a_helper_too_slow_to_answer_is_stopped_and_its_work_done_here(bank, mon
     assert impatient[0] and impatient[1] == _grade(bank, monkeypatch, False)[1]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_the_helper_dies_with_the_grader(tmp_path):
     """A helper still waiting for its work is killed with the grader that started it, not left
     behind: the test holds the helper's standard input open, so only the grader's death can end
@@ -138,13 +131,10 @@ def test_the_helper_dies_with_the_grader(tmp_path):
     try:
         helper = int(grader.stdout.readline())
         time.sleep(1.0)  # the helper is importing, then waits for its work on the open pipe
-        assert _alive(helper)
+        assert alive(helper)
         grader.kill()
         grader.wait()
-        deadline = time.monotonic() + 10
-        while _alive(helper) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(helper)
+        assert gone_within(helper, 10)
     finally:
         os.close(write)
         grader.kill()

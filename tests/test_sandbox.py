@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy.testing
 import pytest
 
+from processes import alive, gone_within
+
 from gradcheck import probe, sandbox, torch_engine
 from gradcheck.program import parse
 from gradcheck.sandbox import Failure, Worker
@@ -258,11 +260,7 @@ def test_the_worker_dies_with_the_grader():
     pid, folder = out.stdout.split()
     pid = int(pid)
     shutil.rmtree(folder)  # the grader died before it could remove it
-    for _ in range(100):
-        if not _alive(pid):
-            break
-        time.sleep(0.05)
-    assert not _alive(pid)
+    assert gone_within(pid, 5)
 
 
 def running(w: Worker) -> list[int]:
@@ -271,19 +269,11 @@ def running(w: Worker) -> list[int]:
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
             cwd = os.readlink(f"/proc/{name}/cwd").removesuffix(" (deleted)")  # after close()
-            if cwd == str(w._home) and _alive(int(name)):
+            if cwd == str(w._home) and alive(int(name)):
                 found.append(int(name))
         except OSError:
             pass
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_close_leaves_no_process_and_no_files():
