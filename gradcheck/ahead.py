@@ -3,10 +3,11 @@
 Grading a bank live, the grader's process spends seconds importing torch and running it, all of
 it under one GIL. hypothesis drawing the sampled points, and jax (imported, its interpreter
 compiled, then run on every gradient check), take about as long again, so they run in a helper
-process on another core, started before the grader imports torch. The helper runs gradcheck's own
-code only, never a submission: it is started with the grader's interpreter, reads its work as a
-pickle on its standard input and sends each result as a pickle on its standard output, as soon as
-it has it. It gives the same points and the same results, to the bit, as the grader's own process
+process on another core, started before the grader loads the bank (`prestart`) or, at the
+latest, before it imports torch. The helper runs gradcheck's own code only, never a submission:
+it is started with the grader's interpreter, imports jax at once, reads its work as a pickle on
+its standard input and sends each result as a pickle on its standard output, as soon as it has
+it. It gives the same points and the same results, to the bit, as the grader's own process
 would (the same functions at the same seeds), and the grader computes in its own process anything
 the helper did not deliver.
 """
@@ -50,16 +51,16 @@ class HelperError(RuntimeError):
 class Helper:
     """A helper process working on `modules` (lists of checks jax compiles together, as
     `gradcheck.grader.jax_modules` groups them). `points[i]` is the future of the i-th check's
-    points (numbered across modules), `results[m]` of module m's jax results. Like the worker,
-    the helper is killed when the thread that started it ends (PR_SET_PDEATHSIG)."""
+    points (numbered across modules), `results[m]` of module m's jax results. It takes the
+    process `prestart` started, if there is one, or starts its own. Like the worker, the helper
+    is killed when the thread that started it ends (PR_SET_PDEATHSIG)."""
 
     def __init__(self, modules: Sequence[Sequence[Check]]) -> None:
         count = sum(map(len, modules))
         self.points: list[Future[list[Point]]] = [Future() for _ in range(count)]
         self.results: list[Future[list[oracles.OracleResult]]] = [Future() for _ in modules]
-        command = [sys.executable, "-m", "gradcheck.ahead", str(os.getpid())]
-        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL)
+        spare = _SPARE.pop() if _SPARE else None
+        self._proc = spare if spare is not None and spare.poll() is None else _spawn()
         assert self._proc.stdin is not None
         work = pickle.dumps([list(module) for module in modules])
         # written from a thread: the helper may start sending before it has read everything
@@ -95,6 +96,33 @@ class Helper:
         if self._proc.poll() is None:
             self._proc.kill()
         self._reader.join()
+
+
+def prestart() -> None:
+    """Start a helper process now, before there is work for it, if one is worth starting: it
+    imports jax and compiles jax's interpreter while this process loads the bank. The next
+    `Helper` gives it its work; `discard` stops it if there is none. Like a Helper's, it is
+    killed when the thread that started it ends."""
+    if not _SPARE and available():
+        _SPARE.append(_spawn())
+
+
+def discard() -> None:
+    """Stop the helper `prestart` started, if no Helper took it (a bank that jax checks not)."""
+    while _SPARE:
+        spare = _SPARE.pop()
+        spare.kill()
+        spare.wait()
+
+
+#: the helper process started ahead of its work, until a Helper takes it
+_SPARE: list[subprocess.Popen[bytes]] = []
+
+
+def _spawn() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "gradcheck.ahead", str(os.getpid())],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
 
 
 def available() -> bool:
@@ -160,11 +188,22 @@ def _warm_up() -> None:
         jax_grad.warm_up()
 
 
-def _serve(modules: list[list[Check]], out: BinaryIO) -> None:
-    """The helper process's work: jax imported, then each module's points drawn, in order,
-    while a second thread compiles jax's interpreter (XLA, without the GIL) and then runs jax
-    on each module as soon as its points are drawn."""
-    oracles.backend("jax")
+def _warm_up_quietly(imported: threading.Event) -> None:
+    try:
+        oracles.backend("jax")
+        imported.set()
+        _warm_up()
+    except Exception:  # each module's run says what went wrong
+        pass
+    finally:
+        imported.set()
+
+
+def _serve(modules: list[list[Check]], out: BinaryIO, warm: threading.Thread) -> None:
+    """The helper process's work, once `warm` has begun importing jax and compiling its
+    interpreter (XLA, without the GIL): each module's points drawn, in order, while a second
+    thread runs jax on each module as soon as its points are drawn and the interpreter is
+    ready."""
     lock = threading.Lock()
 
     def send(kind: str, index: int, payload: Any) -> None:
@@ -174,7 +213,7 @@ def _serve(modules: list[list[Check]], out: BinaryIO) -> None:
 
     drawn: queue.SimpleQueue[tuple[int, list[Check], list[list[Point] | HelperError]] | None] = (
         queue.SimpleQueue())
-    runner = threading.Thread(target=_run_jax, args=(drawn, send), daemon=True)
+    runner = threading.Thread(target=_run_jax, args=(warm, drawn, send), daemon=True)
     runner.start()
     index = 0
     for number, module in enumerate(modules):
@@ -187,11 +226,9 @@ def _serve(modules: list[list[Check]], out: BinaryIO) -> None:
     runner.join()
 
 
-def _run_jax(drawn: queue.SimpleQueue, send: Callable[[str, int, Any], None]) -> None:
-    try:
-        _warm_up()
-    except Exception:  # each module's run says what went wrong
-        pass
+def _run_jax(warm: threading.Thread, drawn: queue.SimpleQueue,
+             send: Callable[[str, int, Any], None]) -> None:
+    warm.join()
     while (item := drawn.get()) is not None:
         number, module, points = item
         try:
@@ -204,11 +241,20 @@ def _run_jax(drawn: queue.SimpleQueue, send: Callable[[str, int, Any], None]) ->
 def main() -> None:
     """The helper process, killed if the grader dies: results go to a copy of its standard
     output, and anything else written there (a library's warning) to its standard error, so
-    that it cannot spoil them."""
+    that it cannot spoil them. jax and hypothesis are imported, and jax's interpreter compiled,
+    while it waits for its work (which a prestarted helper gets once the bank is loaded)."""
     die_with_parent(int(sys.argv[1]))
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    _serve(pickle.load(sys.stdin.buffer), out)
+    imported = threading.Event()
+    warm = threading.Thread(target=_warm_up_quietly, args=(imported,), daemon=True)
+    warm.start()
+    try:
+        modules = pickle.load(sys.stdin.buffer)
+    except EOFError:  # a prestarted helper given no work: its grader has finished
+        os._exit(0)  # at once, with jax's import perhaps half done in the other thread
+    imported.wait()  # hypothesis's draws would slow jax's import, which XLA's compile cannot
+    _serve(modules, out, warm)
 
 
 if __name__ == "__main__":

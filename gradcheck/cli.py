@@ -21,7 +21,8 @@ from pathlib import Path
 from gradcheck import __version__, batch, bundle, course, explain, key, mutation, validate
 from gradcheck.bundled import bank_dir
 from gradcheck.exercise import ORACLES, ExerciseError, load_bank
-from gradcheck.grader import DEFAULT_MEMORY_MB, Grader, GraderError, resolve_submission
+from gradcheck.grader import (DEFAULT_MEMORY_MB, Grader, GraderError, prestart,
+                              resolve_submission)
 from gradcheck.reports import github
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
 from gradcheck.reports.junit import write_junit
@@ -96,6 +97,7 @@ def run_grade(args: argparse.Namespace) -> int:
     if problem:
         return _cannot_run(args, problem)
     exercises = args.exercises or [bank_dir()]
+    prestart(args.key, args.oracles)  # grading live, jax's helper imports jax meanwhile
     try:
         bank = load_bank(exercises, strict=args.strict)
     except (ExerciseError, OSError) as error:  # ExerciseError: only with --strict

@@ -176,11 +176,11 @@ class Grader:
         for path, error in bank.broken:
             report.results.append(self.broken_result(path, error))
         self._jax_ahead(bank.exercises)
-        # While jax works ahead, the exercises that do not wait for it are graded first: a
-        # fixed order, so that a submission meets the same sequence of requests in every run.
-        waits = {number for number, exercise in enumerate(bank.exercises)
-                 if any(exercise_id == exercise.id for exercise_id, _ in self._ahead)}
-        order = sorted(range(len(bank.exercises)), key=lambda number: number in waits)
+        # While jax works ahead, the exercises that do not wait for it are graded first. The
+        # order is the same with a key, so that a submission meets the same sequence of
+        # requests in every run, live or keyed.
+        order = sorted(range(len(bank.exercises)),
+                       key=lambda number: bool(self._jax_checks(bank.exercises[number])))
         graded: dict[int, list[CheckResult]] = {}
         for number in order:
             exercise = bank.exercises[number]
@@ -210,6 +210,11 @@ class Grader:
         return [o for o in getattr(getattr(exercise.checks, name), "oracles", oracles.ORACLES)
                 if self.oracles is None or o in self.oracles]
 
+    def _jax_checks(self, exercise: Exercise) -> list[str]:
+        """The exercise's gradient checks that jax grades in this run."""
+        return [name for name in exercise.checks.present()
+                if name in GRADIENT_CHECKS and "jax" in self._wanted(exercise, name)]
+
     def _points(self, exercise: Exercise, name: str) -> list[dict[str, Any]]:
         """Where a gradient check is graded: the key's points, or the exercise's for this seed."""
         stored = self.key.points(exercise, name) if self.key is not None else None
@@ -236,12 +241,10 @@ class Grader:
         JAX_CHUNK exercises to a call (live grading only): in a helper process
         (gradcheck.ahead) that works on another core while this one imports and runs torch, or,
         if this process has jax already, the points drawn now and jax run on jax's thread."""
-        if self.key is not None:
-            return
         checks = [(number, (exercise, name)) for number, exercise in enumerate(exercises)
-                  for name in exercise.checks.present()
-                  if name in GRADIENT_CHECKS and "jax" in self._wanted(exercise, name)]
-        if not checks:
+                  for name in self._jax_checks(exercise)]
+        if self.key is not None or not checks:
+            ahead.discard()  # a helper prestarted for nothing
             return
         work: list[list[tuple[ahead.Check, tuple[str, str]]]] = []
         for module in jax_modules(checks):
@@ -418,6 +421,13 @@ def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:
     return [modules[first] for first in sorted(modules)]
 
 
+def prestart(key: object, oracles: Sequence[str] | None) -> None:
+    """Before the bank is loaded for grading, start the helper process a live grading gives
+    jax's work to (`gradcheck.ahead.prestart`): it imports jax meanwhile, on the other core."""
+    if key is None and (oracles is None or "jax" in oracles):
+        ahead.prestart()
+
+
 def _torch_answer(request: dict[str, Any]) -> dict[str, Any]:
     from gradcheck import torch_engine
 
@@ -524,6 +534,7 @@ def grade(submission: str | Path, exercises: str | Path | Iterable[str | Path] |
           *, strict: bool = False, progress: Progress | None = None, **options: Any
           ) -> GradeReport:
     """Grade `submission` on a bank (default: the bundled one)."""
+    prestart(options.get("key"), options.get("oracles"))
     try:
         bank = load_bank(exercises if exercises is not None else bundled.bank_dir(),
                          strict=strict)

@@ -92,6 +92,39 @@ def test_a_helper_that_dies_fails_every_result_it_had_not_sent(bank):
     assert any(future.exception() is not None for future in helper.results)
 
 
+def test_a_prestarted_helper_is_the_one_the_next_helper_takes(bank, monkeypatch):
+    monkeypatch.setattr(ahead, "available", lambda: True)
+    ahead.prestart()
+    ahead.prestart()  # one spare at a time
+    assert len(ahead._SPARE) == 1
+    spare = ahead._SPARE[0].pid
+    modules = _checks(bank)
+    helper = ahead.Helper(modules)
+    try:
+        assert helper._proc.pid == spare and not ahead._SPARE
+        assert len(helper.results[0].result(timeout=120)) == len(modules[0])
+    finally:
+        helper.close()
+
+
+def test_a_spare_helper_nobody_needs_is_stopped(bank, monkeypatch):
+    """A bank that jax does not check, graded after a prestart: the grader stops the spare."""
+    monkeypatch.setattr(ahead, "available", lambda: True)
+    ahead.prestart()
+    spare = ahead._SPARE[0].pid
+    with Grader("reference", seed=SEED, oracles=["fd", "torch"]) as grader:
+        grader.grade_bank(bank)
+        assert grader._helper is None
+    assert not ahead._SPARE and gone_within(spare, 10)
+
+
+def test_a_spare_helper_whose_grader_finishes_exits_by_itself():
+    spare = ahead._spawn()
+    spare.stdin.close()  # as when its grader's process ends without giving it work
+    assert spare.wait(timeout=120) == 0
+    spare.stdout.close()
+
+
 def _grade(bank, monkeypatch, helper: bool):
     monkeypatch.setattr(ahead, "available", lambda: helper)
     with Grader("reference", seed=SEED) as grader:

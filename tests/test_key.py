@@ -185,6 +185,29 @@ def test_without_torch_and_jax_a_stale_exercise_is_skipped_saying_why(changed, k
     assert "StaleKeyWarning: exercise square changed" in run.stderr
 
 
+#: An exercise that jax does not check: it is graded before those jax checks, live or keyed.
+GRAPH_ONLY = PRODUCT.replace("id: product", "id: zz-graph-only").replace(
+    "  gradients: {}\n", "")
+
+
+def test_with_a_key_a_submission_is_graded_in_the_live_order(tmp_path):
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    (folder / "product.exercise.yaml").write_text(PRODUCT)
+    (folder / "zz-graph-only.exercise.yaml").write_text(GRAPH_ONLY)
+    answer_key.build(load_bank(folder), SEED, tmp_path / "key.json")
+
+    def order(**options):
+        seen = []
+        with Grader("reference", seed=SEED, **options) as grader:
+            report = grader.grade_bank(load_bank(folder), lambda eid, _: seen.append(eid))
+        assert [r.exercise_id for r in report.results] == [  # reports keep the bank's order
+            "product", "product", "zz-graph-only"]
+        return seen
+
+    assert order() == order(key=tmp_path / "key.json") == ["zz-graph-only", "product"]
+
+
 def test_a_key_from_another_version_or_for_another_seed_is_refused(key, tmp_path):
     with pytest.raises(GraderError, match=f"built with seed {SEED}; grade with --seed {SEED}"):
         Grader("reference", seed=SEED + 1, key=key)
