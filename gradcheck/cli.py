@@ -5,8 +5,9 @@ function called with the parsed arguments, which returns the exit status. A new 
 more such function in SUBCOMMANDS.
 
 Exit status of `grade`: 0 when grading completed, whatever the score; 1 when --fail-under is not
-met; 2 when the grader itself could not run (bad arguments, an unreadable bank, a grader fault).
-The results file is written in every one of these cases.
+met; 2 when the grader itself could not run (bad arguments, an unreadable bank, a grader fault);
+130 when interrupted (Ctrl-C). The results file is written in every one of these cases (after
+Ctrl-C, as far as grading went, marked unfinished).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from gradcheck.results import CheckResult, GradeReport
 CANNOT_RUN = 2
 #: Exit status when grading completed but the score is under --fail-under.
 UNDER_THRESHOLD = 1
+#: Exit status after Ctrl-C, as a shell gives a command killed by SIGINT.
+INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,7 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for add in SUBCOMMANDS:
         add(subparsers)
     args = parser.parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C: the reports written so far stay, marked unfinished
+        print(f"gradcheck {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 def add_grade(subparsers: argparse._SubParsersAction) -> None:

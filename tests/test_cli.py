@@ -1,9 +1,11 @@
 """`gradcheck grade` and `gradcheck validate`: arguments, exit status, reports always written."""
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -201,6 +203,34 @@ def test_a_submission_that_cannot_be_imported_still_gets_a_results_file(bank, tm
     data = read_results(results)
     assert data["score"] == 0
     assert "could not be imported" in data["output"] and "SyntaxError" in data["output"]
+
+
+def test_ctrl_c_stops_grading_quietly_and_leaves_the_results_so_far(bank, tmp_path):
+    """SIGINT while the worker is busy: exit status 130, one line saying so, no traceback, and a
+    results.json that says grading did not finish."""
+    engine = tmp_path / "engine.py"
+    engine.write_text("import time\n\ndef tensor(data, requires_grad=False):\n"
+                      "    time.sleep(600)\n")
+    results = tmp_path / "results.json"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "gradcheck", "grade", str(engine), "--exercises", str(bank),
+         "--results-json", str(results), "--timeout", "600"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a shell's background job ignores SIGINT; this one must not
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not results.is_file() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the grader now waits for the worker, which sleeps
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 130
+    assert err.strip().splitlines()[-1] == "gradcheck grade: interrupted"
+    assert "Traceback" not in err
+    assert read_results(results)["output"].startswith("Grading did not finish")
 
 
 @pytest.mark.slow
