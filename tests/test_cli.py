@@ -212,12 +212,15 @@ def test_ctrl_c_stops_grading_quietly_and_leaves_the_results_so_far(bank, tmp_pa
     engine.write_text("import time\n\ndef tensor(data, requires_grad=False):\n"
                       "    time.sleep(600)\n")
     results = tmp_path / "results.json"
+    arguments = ["gradcheck", "grade", str(engine), "--exercises", str(bank), "--results-json",
+                 str(results), "--timeout", "600"]
+    # `python -m gradcheck`, with Python's Ctrl-C handler set again: a shell's background job,
+    # as this test session may be, ignores SIGINT, and its children inherit that
     run = subprocess.Popen(
-        [sys.executable, "-m", "gradcheck", "grade", str(engine), "--exercises", str(bank),
-         "--results-json", str(results), "--timeout", "600"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        # a shell's background job ignores SIGINT; this one must not
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        [sys.executable, "-c", "import runpy, signal, sys; "
+         "signal.signal(signal.SIGINT, signal.default_int_handler); "
+         f"sys.argv = {arguments!r}; runpy.run_module('gradcheck', run_name='__main__')"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not results.is_file() and time.monotonic() < deadline:
