@@ -265,7 +265,8 @@ class Grader:
                    for exercise in exercises for name in exercise.checks.present()):
                 # meanwhile this process has nothing to do but import torch
                 self._in_background("gradcheck-oracles", oracles.backend, "torch")
-        else:
+        else:  # jax is imported here already: a prestarted helper would only repeat that
+            ahead.discard()
             points, results = ahead.here(
                 modules, lambda function, *args: self._in_background("gradcheck-jax", function,
                                                                      *args))

@@ -107,12 +107,15 @@ def test_a_prestarted_helper_is_the_one_the_next_helper_takes(bank, monkeypatch)
         helper.close()
 
 
-def test_a_spare_helper_nobody_needs_is_stopped(bank, monkeypatch):
-    """A bank that jax does not check, graded after a prestart: the grader stops the spare."""
+@pytest.mark.parametrize("oracles", [["fd", "torch"], None])
+def test_a_spare_helper_nobody_needs_is_stopped(bank, monkeypatch, oracles):
+    """After a prestart, a grading that jax has no part in, or one that runs jax in its own
+    process (which has jax imported, as this test session has), stops the spare."""
     monkeypatch.setattr(ahead, "available", lambda: True)
     ahead.prestart()
     spare = ahead._SPARE[0].pid
-    with Grader("reference", seed=SEED, oracles=["fd", "torch"]) as grader:
+    monkeypatch.setattr(ahead, "available", lambda: False)
+    with Grader("reference", seed=SEED, oracles=oracles) as grader:
         grader.grade_bank(bank)
         assert grader._helper is None
     assert not ahead._SPARE and gone_within(spare, 10)
