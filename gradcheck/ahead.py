@@ -190,6 +190,7 @@ def _warm_up() -> None:
 
 
 def _warm_up_quietly(imported: threading.Event) -> None:
+    """jax imported, then `imported` set (also if that failed), then its interpreter compiled."""
     try:
         oracles.backend("jax")
         imported.set()
@@ -254,8 +255,8 @@ def _give_back_memory() -> None:
 def main() -> None:
     """The helper process, killed if the grader dies: results go to a copy of its standard
     output, and anything else written there (a library's warning) to its standard error, so
-    that it cannot spoil them. jax and hypothesis are imported, and jax's interpreter compiled,
-    while it waits for its work (which a prestarted helper gets once the bank is loaded)."""
+    that it cannot spoil them. jax is imported, and its interpreter compiled, while it waits
+    for its work (which a prestarted helper gets once the bank is loaded)."""
     die_with_parent(int(sys.argv[1]))
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

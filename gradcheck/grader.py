@@ -537,9 +537,12 @@ def grade(submission: str | Path, exercises: str | Path | Iterable[str | Path] |
     """Grade `submission` on a bank (default: the bundled one)."""
     prestart(options.get("key"), options.get("oracles"))
     try:
-        bank = load_bank(exercises if exercises is not None else bundled.bank_dir(),
-                         strict=strict)
-    except OSError as exc:
-        raise GraderError(f"cannot read the exercises: {exc}") from exc
-    with Grader(submission, **options) as grader:
-        return grader.grade_bank(bank, progress)
+        try:
+            bank = load_bank(exercises if exercises is not None else bundled.bank_dir(),
+                             strict=strict)
+        except OSError as exc:
+            raise GraderError(f"cannot read the exercises: {exc}") from exc
+        with Grader(submission, **options) as grader:
+            return grader.grade_bank(bank, progress)
+    finally:  # a helper no grading took (a bad bank or submission) must not outlive the call
+        ahead.discard()

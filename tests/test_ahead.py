@@ -121,6 +121,22 @@ def test_a_spare_helper_nobody_needs_is_stopped(bank, monkeypatch, oracles):
     assert not ahead._SPARE and gone_within(spare, 10)
 
 
+def test_grade_stops_its_spare_helper_when_it_cannot_grade(bank, monkeypatch, tmp_path):
+    from gradcheck.grader import GraderError, grade
+
+    monkeypatch.setattr(ahead, "available", lambda: True)
+    started, spawn = [], ahead._spawn
+
+    def spawn_and_remember():
+        started.append(spawn())
+        return started[-1]
+
+    monkeypatch.setattr(ahead, "_spawn", spawn_and_remember)
+    with pytest.raises(GraderError, match="no submission at"):
+        grade(tmp_path / "missing.py", bank.exercises[0].path.parent)
+    assert len(started) == 1 and not ahead._SPARE and gone_within(started[0].pid, 10)
+
+
 def test_a_spare_helper_whose_grader_finishes_exits_by_itself():
     spare = ahead._spawn()
     spare.stdin.close()  # as when its grader's process ends without giving it work
