@@ -17,7 +17,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any, Callable
 
-from gradcheck import torch_engine
+from gradcheck.engine import torch_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -92,7 +92,7 @@ def _gradcheck(*args: str) -> list[str]:
 
 def snapshot(work: Path) -> Path:
     """A copy of the bundled bank, so that edits made while the benchmark runs cannot reach it."""
-    from gradcheck.bundled import bank_dir
+    from gradcheck.bank.bundled import bank_dir
 
     return Path(shutil.copytree(bank_dir(), work / "bank"))
 

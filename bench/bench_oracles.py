@@ -1,9 +1,9 @@
 """Benchmark: the three oracles on 1,000 points of a 20-operation program, batched vs per point.
 
-Both ways run the same code (`gradcheck.oracles.compute`, then `gradcheck.compare.agree`, which
+Both ways run the same code (`gradcheck.oracles.compute`, then `gradcheck.grading.compare.agree`, which
 judges where the oracles agree), once on the whole batch and once on each point alone, side by side
 in one run, after jax's compile for both batch shapes. Also timed: grading 1,000 answers of an
-engine against those results (`gradcheck.compare.grade`). Run: `python bench/bench_oracles.py`.
+engine against those results (`gradcheck.grading.compare.grade`). Run: `python bench/bench_oracles.py`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.compare import agree, grade
+from gradcheck.grading.compare import agree, grade
 from gradcheck.oracles import compute
-from gradcheck.program import parse
+from gradcheck.program.language import parse
 
 #: 20 operations: mul tanh | pow neg exp | mul add | pow add | log sub sigmoid | sin cos mul |
 #: div sqrt mul sum add

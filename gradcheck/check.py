@@ -22,15 +22,16 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from gradcheck.ops import CALLABLE, REDUCTION, Interval
-from gradcheck.program import Program, ProgramError, engine_apply, evaluate, parse
+from gradcheck.program.language import Program, ProgramError, engine_apply, evaluate, parse
+from gradcheck.program.ops import CALLABLE, REDUCTION, Interval
 
 # numpy, hypothesis and the oracles are imported when a check runs, not with the package: the
 # grader's worker process imports gradcheck and should start fast.
 if TYPE_CHECKING:
     import numpy as np
 
-    from gradcheck.compare import Agreement, Grading, Tolerances
+    from gradcheck.bank.tolerances import Tolerances
+    from gradcheck.grading.compare import Agreement, Grading
     from gradcheck.oracles import OracleResult, Skipped
 
 
@@ -59,7 +60,7 @@ class CheckReport:
         return not any(d.graded_by is None for d in self.agreement.disagreements())
 
     def __str__(self) -> str:
-        from gradcheck.compare import ORACLE_LABELS
+        from gradcheck.grading.compare import ORACLE_LABELS
         from gradcheck.oracles import OracleResult
 
         n = self.agreement.n
@@ -107,9 +108,10 @@ def check(target: str | Callable[..., Any], *,
     """Check gradients of `target` at the points `at` and at `samples` points drawn from `domains`
     (each kept `margin` away from its edges and avoided points), against the chosen oracles, and,
     if given, an engine module run in this process."""
-    from gradcheck.compare import Tolerances, agree, grade
+    from gradcheck.bank.domains import draw, points
+    from gradcheck.bank.tolerances import Tolerances
+    from gradcheck.grading.compare import agree, grade
     from gradcheck.oracles import as_batch, compute
-    from gradcheck.strategies import draw, points
 
     listed = [at] if isinstance(at, Mapping) else list(at or [])
     declared = _declared_inputs(target, inputs, listed, domains)

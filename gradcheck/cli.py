@@ -19,17 +19,26 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gradcheck import __version__, batch, bundle, course, explain, key, mutation, validate
-from gradcheck.bundled import bank_dir
-from gradcheck.exercise import ORACLES, ExerciseError, load_bank
-from gradcheck.grader import (DEFAULT_MEMORY_MB, Grader, GraderError, prestart,
-                              resolve_submission)
-from gradcheck.reports import github
+from gradcheck import __version__
+from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.loader import load_bank
+from gradcheck.bank.models import ORACLES
+from gradcheck.bank.problems import ExerciseError
+from gradcheck.course import batch, bundle, mutation, scaffold, validate
+from gradcheck.grading import answer_key
+from gradcheck.grading.grader import (
+    DEFAULT_MEMORY_MB,
+    Grader,
+    GraderError,
+    prestart,
+    resolve_submission,
+)
+from gradcheck.grading.results import CheckResult, GradeReport
+from gradcheck.reports import explain, github
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
 from gradcheck.reports.junit import write_junit
 from gradcheck.reports.markdown import write_markdown
 from gradcheck.reports.terminal import render_terminal, total_line
-from gradcheck.results import CheckResult, GradeReport
 
 #: Exit status when the grader itself cannot run (argparse uses 2 for bad arguments too).
 CANNOT_RUN = 2
@@ -149,7 +158,7 @@ def run_grade(args: argparse.Namespace) -> int:
 
 
 def add_validate(subparsers: argparse._SubParsersAction) -> None:
-    # Everything after `validate` goes to gradcheck.validate, its own options and --help included.
+    # Everything after `validate` goes to gradcheck.course.validate, its own options and --help included.
     p = subparsers.add_parser("validate", help="check an exercise bank before publishing it",
                               add_help=False, prefix_chars="\0")
     p.add_argument("argv", nargs=argparse.REMAINDER)
@@ -157,8 +166,8 @@ def add_validate(subparsers: argparse._SubParsersAction) -> None:
 
 
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    add_grade, add_validate, batch.add_parser, key.add_parser, explain.add_parser,
-    course.add_parser, bundle.add_parser, mutation.add_parser)
+    add_grade, add_validate, batch.add_parser, answer_key.add_parser, explain.add_parser,
+    scaffold.add_parser, bundle.add_parser, mutation.add_parser)
 
 
 def _argument_problem(args: argparse.Namespace) -> str:

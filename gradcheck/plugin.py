@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gradcheck.bundled import bank_dir
+from gradcheck.bank.bundled import bank_dir
+from gradcheck.grading.results import CheckResult, GradeReport
+from gradcheck.grading.score import check_points
 from gradcheck.reports import points, shown_message
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
 from gradcheck.reports.terminal import total_line
-from gradcheck.results import CheckResult, GradeReport
-from gradcheck.score import check_points
 
 if TYPE_CHECKING:
-    from gradcheck.exercise import Exercise, ExerciseError
-    from gradcheck.grader import Grader
+    from gradcheck.bank.models import Exercise
+    from gradcheck.bank.problems import ExerciseError
+    from gradcheck.grading.grader import Grader
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,7 +64,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if _SESSION not in parent.config.stash:
         return None
     # Imported here: every pytest run loads this plugin, only grading runs need the loader.
-    from gradcheck.exercise import SUFFIX
+    from gradcheck.bank.models import SUFFIX
 
     if file_path.name.endswith(SUFFIX):
         return ExerciseFile.from_parent(parent, path=file_path)
@@ -126,7 +127,7 @@ class GradingSession:
 
     def _get_grader(self) -> Grader:
         if self._grader is None:
-            from gradcheck.grader import Grader  # only a grading run pays for the grader
+            from gradcheck.grading.grader import Grader  # only a grading run pays for the grader
 
             self._grader = self._stack.enter_context(Grader(
                 self.config.getoption("submission"), seed=self.config.getoption("gradcheck_seed"),
@@ -153,7 +154,8 @@ class ExerciseFile(pytest.File):
     """One exercise file: an item per check, or one failing item if the file is broken."""
 
     def collect(self) -> list[pytest.Item]:
-        from gradcheck.exercise import ExerciseError, load_exercise
+        from gradcheck.bank.loader import load_exercise
+        from gradcheck.bank.problems import ExerciseError
 
         try:
             exercise = load_exercise(self.path)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck import validate
-from gradcheck.exercise import load_bank
-from gradcheck.grader import grade
+from gradcheck.bank.loader import load_bank
+from gradcheck.course import validate
+from gradcheck.grading.grader import grade
 
 ROOT = Path(__file__).resolve().parent.parent
 BANK = ROOT / "exercises"

@@ -10,16 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,  # noqa: F401
-                          private_copy)
+from another_user import PYTHON, UID, as_another_user, key_reader, open_folder, private_copy  # noqa: F401
 from grading_samples import PRODUCT, read_results, write_bank
 
-from gradcheck import key as answer_key
-from gradcheck.batch import submissions
-from gradcheck.bundled import reference_path
+from gradcheck.bank.bundled import reference_path
+from gradcheck.bank.loader import load_bank
 from gradcheck.cli import main
-from gradcheck.exercise import load_bank
+from gradcheck.course.batch import submissions
+from gradcheck.grading import answer_key
 
 ENGINES = Path(__file__).parent / "engines"
 

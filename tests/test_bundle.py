@@ -18,15 +18,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from another_user import PYTHON, as_another_user, key_reader, open_folder  # noqa: F401
 from grading_samples import CUBE, PRODUCT, read_results
 
-from gradcheck import __version__, bundle
-from gradcheck import key as answer_key
-from gradcheck.bundled import reference_path, starter_path
+from gradcheck import __version__
+from gradcheck.bank.bundled import reference_path, starter_path
+from gradcheck.bank.loader import load_bank
 from gradcheck.cli import main
-from gradcheck.exercise import load_bank
+from gradcheck.course import bundle
+from gradcheck.grading import answer_key
 
 ENGINES = Path(__file__).parent / "engines"
 

@@ -7,7 +7,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from gradcheck.bundled import bank_dir, reference_path
+from gradcheck.bank.bundled import bank_dir, reference_path
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,10 +27,10 @@ def test_an_installed_wheel_carries_the_bank_the_reference_and_the_reports(tmp_p
     with zipfile.ZipFile(next((tmp_path / "dist").glob("gradcheck-*.whl"))) as wheel:
         wheel.extractall(site)
     probe = (f"import sys; sys.path.insert(0, {str(site)!r}); import json, gradcheck; "
-             "import gradcheck.reports.gradescope, gradcheck.exercise; "
-             "from gradcheck.bundled import bank_dir, reference_path; "
+             "import gradcheck.reports.gradescope, gradcheck.bank.schema; "
+             "from gradcheck.bank.bundled import bank_dir, reference_path; "
              "print(json.dumps([gradcheck.__file__, str(bank_dir()), str(reference_path()), "
-             "gradcheck.exercise.SCHEMA_PATH.is_file()]))")
+             "gradcheck.bank.schema.SCHEMA_PATH.is_file()]))")
     run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
                          text=True, check=True)
     module, bank, reference, schema = json.loads(run.stdout)

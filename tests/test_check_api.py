@@ -9,6 +9,7 @@ import sys
 import textwrap
 import types
 
+import gradcheck._reference as reference
 import numpy as np
 import pytest
 import torch
@@ -16,13 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gradcheck
-import gradcheck._reference as reference
-from gradcheck import torch_engine
+from gradcheck.bank.domains import allowed, arguments, draw, points, scalars, vectors
+from gradcheck.bank.tolerances import Tolerance, Tolerances
 from gradcheck.check import trace
-from gradcheck.compare import KINK, Tolerance, Tolerances
-from gradcheck.ops import OPS, Interval
+from gradcheck.engine import torch_engine
+from gradcheck.grading.compare import KINK
 from gradcheck.oracles import compute
-from gradcheck.strategies import allowed, arguments, draw, points, scalars, vectors
+from gradcheck.program.ops import OPS, Interval
 
 
 def _scalar_engine(tanh_slope):
@@ -250,7 +251,7 @@ def test_tracing_avoids_names_of_inputs():
 def test_torch_and_the_reference_engine_pass_in_process():
     source = "a = v * x\nz = a.tanh().sum() + (x * 3).exp() / v[0]"
     at = [{"x": 0.4, "v": [1.5, -0.5]}, {"x": -1.0, "v": [2.0, 0.25]}]
-    for engine, name in ((torch_engine, "gradcheck.torch_engine"),
+    for engine, name in ((torch_engine, "gradcheck.engine.torch_engine"),
                          (reference, "gradcheck._reference")):
         report = gradcheck.check(source, at=at, engine=engine)
         assert report.ok, str(report)

@@ -9,13 +9,13 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from another_user import PYTHON, UID, as_another_user, open_folder  # noqa: F401
 from grading_samples import BROKEN, FLOAT32, read_results, write_bank
 
+from gradcheck.bank.bundled import bank_dir
 from gradcheck.cli import main
+from gradcheck.engine.sandbox import preflight
 from gradcheck.reports import WITHHELD
-from gradcheck.sandbox import preflight
 
 
 @pytest.fixture
@@ -245,3 +245,14 @@ def test_a_broken_exercise_costs_only_itself(bank, tmp_path):
     load = [t for t in data["tests"] if t["status"] == "failed"]
     assert len(load) == 1 and "broken.exercise.yaml:4: points:" in load[0]["output"]
     assert data["score"] == 5
+
+
+def test_gradcheck_grade_is_the_library_call_grading_md_shows():
+    import gradcheck
+    from gradcheck.grading.grader import grade
+
+    assert gradcheck.grade is grade
+    one = bank_dir() / "02-backward" / "chain-rule.exercise.yaml"
+    report = gradcheck.grade("reference", one)
+    assert {r.exercise_id for r in report.results} == {"chain-rule-z"}
+    assert report.score == report.max_score > 0

@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 
-from gradcheck.compare import (CONVENTION, EDGE, ILL, KINK, Tolerance, Tolerances, agree,
-                               grade)
+from gradcheck.bank.tolerances import Tolerance, Tolerances
+from gradcheck.grading.compare import CONVENTION, EDGE, ILL, KINK, agree, grade
 from gradcheck.oracles import compute
-from gradcheck.program import parse
+from gradcheck.program.language import parse
 
 ANALYTIC = Tolerances().analytic
 

@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gradcheck import __version__, bundle, validate
-from gradcheck import key as answer_key
-from gradcheck.bundled import bank_dir, reference_path, starter_path
+from gradcheck import __version__
+from gradcheck.bank.bundled import bank_dir, reference_path, starter_path
+from gradcheck.bank.loader import exercise_files, load_bank
 from gradcheck.cli import main
-from gradcheck.course import ENGINE, EXAMPLE, REQUIREMENTS, SCHEMA, WORKFLOW
-from gradcheck.exercise import exercise_files, load_bank
+from gradcheck.course import bundle, validate
+from gradcheck.course.scaffold import ENGINE, EXAMPLE, REQUIREMENTS, SCHEMA, WORKFLOW
+from gradcheck.grading import answer_key
+from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports.github import annotate, error_line
-from gradcheck.results import CheckResult, GradeReport
 
 ROOT = Path(__file__).resolve().parent.parent
 

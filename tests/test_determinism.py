@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from grading_samples import read_results
 
-from gradcheck import yamlsrc
-from gradcheck.bundled import bank_dir
-from gradcheck.exercise import load_bank, load_exercise
-from gradcheck.grader import Grader
+from gradcheck.bank import yaml_reader
+from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.loader import load_bank, load_exercise
+from gradcheck.grading.grader import Grader
 from gradcheck.reports.gradescope import results_json
 
 ENGINES = Path(__file__).parent / "engines"
@@ -115,10 +114,10 @@ def sampled_only(folder: Path) -> Path:
     whose points depend on the seed (the others grade the same points whatever it is)."""
     folder.mkdir()
     for path in FILES:
-        data = yamlsrc.load(path.read_text()).data
+        data = yaml_reader.load(path.read_text()).data
         if "sampled" in data["checks"]:
             data["checks"] = {"sampled": data["checks"]["sampled"]}
-            (folder / path.name).write_text(yamlsrc.dump(data))
+            (folder / path.name).write_text(yaml_reader.dump(data))
     return folder
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.exercise import json_schema, load_exercise
+from gradcheck.bank.loader import load_exercise
+from gradcheck.bank.schema import json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradcheck.exercise import (SUFFIX, ExerciseError, dump_exercise, exercise_files, from_data,
-                                load_bank, load_exercise, schema_comment)
+from gradcheck.bank.loader import exercise_files, from_data, load_bank, load_exercise
+from gradcheck.bank.models import SUFFIX, dump_exercise
+from gradcheck.bank.problems import ExerciseError
+from gradcheck.bank.schema import schema_comment
 
 ROOT = Path(__file__).resolve().parent.parent
 BANK = ROOT / "tests" / "data" / "bank"

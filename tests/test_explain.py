@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck import cli, drawing
-from gradcheck.explain import slope_paths
-from gradcheck.program import parse
-from gradcheck.walk import walk
+from gradcheck import cli
+from gradcheck.grading.chain_rule import walk
+from gradcheck.program.language import parse
+from gradcheck.reports import graph_picture
+from gradcheck.reports.explain import slope_paths
 
 ENGINES = Path(__file__).parent / "engines"
 
@@ -165,5 +166,5 @@ def test_without_dot_a_dot_file_is_written_and_pictures_say_what_to_install(
     assert source.read_text().startswith("digraph gradcheck {")
     status, _, err = explain(capsys, seed_z, "--graph", tmp_path / "z.svg")
     assert status == 2
-    assert drawing.NO_DOT in err
+    assert graph_picture.NO_DOT in err
     assert not (tmp_path / "z.svg").exists()

@@ -22,17 +22,15 @@ from xml.etree import ElementTree
 
 import numpy
 import pytest
-
-from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,  # noqa: F401
-                          private_copy)
+from another_user import PYTHON, UID, as_another_user, key_reader, open_folder, private_copy  # noqa: F401
 from grading_samples import read_results
 
-from gradcheck import key as answer_key
-from gradcheck.exercise import load_bank
-from gradcheck.grader import Grader
+from gradcheck.bank.loader import load_bank
+from gradcheck.engine.sandbox import Worker
+from gradcheck.grading import answer_key
+from gradcheck.grading.grader import Grader
 from gradcheck.reports import WITHHELD
 from gradcheck.reports.gradescope import write_results_json
-from gradcheck.sandbox import Worker
 
 ENGINES = Path(__file__).parent / "engines"
 SEED = 11

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gradcheck import yamlsrc
-from gradcheck.bundled import bank_dir
-from gradcheck.exercise import ExerciseError, load_exercise
-from gradcheck.program import ProgramError, parse
 from test_yamlsrc import outcome
+
+from gradcheck.bank import yaml_reader
+from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.loader import load_exercise
+from gradcheck.bank.problems import ExerciseError
+from gradcheck.program.language import ProgramError, parse
 
 NIGHTLY = int(os.environ.get("GRADCHECK_FUZZ_EXAMPLES", "0"))
 HANG = 20  # seconds after which one example counts as a hang
@@ -100,10 +101,10 @@ def test_the_watch_sees_code_being_run(tmp_path):
 def yaml_outcome(text: str) -> None:
     try:
         with reading():
-            yamlsrc.load(text)
-    except yamlsrc.YamlError as error:
+            yaml_reader.load(text)
+    except yaml_reader.YamlError as error:
         assert error.line >= 1 and error.message, repr(error)
-    if yamlsrc._FastLoader is not None:  # libyaml's parser reads it as PyYAML's alone would
+    if yaml_reader._FastLoader is not None:  # libyaml's parser reads it as PyYAML's alone would
         assert outcome(text, fast=True) == outcome(text, fast=False)
 
 

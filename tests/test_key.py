@@ -10,13 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from grading_samples import BROKEN, CUBE, PRODUCT, write_bank
 
-from gradcheck import key as answer_key
+from gradcheck.bank.loader import load_bank
 from gradcheck.cli import main
-from gradcheck.exercise import load_bank
-from gradcheck.grader import Grader, GraderError
+from gradcheck.grading import answer_key
+from gradcheck.grading.grader import Grader, GraderError
 
 ENGINES = Path(__file__).parent / "engines"
 SEED = 11
@@ -140,7 +139,7 @@ def test_grading_with_a_key_imports_neither_torch_nor_jax(bank, key, tmp_path, e
             "A product of two inputs: gradients at the listed points (product)"]
         assert failed["score"] == 0 and "MulBackward0" in failed["output"].splitlines()[0]
     # the same run without the key imports torch (the check above can fail), runs jax in its
-    # helper process (gradcheck.ahead), and says the same
+    # helper process (gradcheck.grading.helper_process), and says the same
     imported, live = grade("")
     assert "torch" in imported and "jax" not in imported
     assert [(t["name"], t["score"], t["output"]) for t in live["tests"]] == [
@@ -164,8 +163,8 @@ def test_without_torch_and_jax_a_stale_exercise_is_skipped_saying_why(changed, k
     run = run_python(f"""\
         import json, sys
         sys.modules["torch"] = sys.modules["jax"] = None  # as on a machine without them
-        from gradcheck.exercise import load_bank
-        from gradcheck.grader import Grader
+        from gradcheck.bank.loader import load_bank
+        from gradcheck.grading.grader import Grader
         with Grader("reference", key={str(key)!r}) as grader:
             report = grader.grade_bank(load_bank({str(changed)!r}))
         print(json.dumps([[r.exercise_id, r.check, r.status, r.message, r.author_notes]
@@ -243,7 +242,7 @@ def test_key_build_writes_a_private_gzip_when_asked_and_leaves_broken_files_out(
 def test_the_key_holds_torchs_walk_at_every_point_of_a_small_program(bank, key):
     """Feedback that names the faulty operation needs torch's chain-rule walk at the first
     failing point: the key holds it, as a live walk gives it, at every point of these checks."""
-    from gradcheck.walk import walk
+    from gradcheck.grading.chain_rule import walk
 
     loaded = answer_key.load(key)
     for exercise in load_bank(bank).exercises:

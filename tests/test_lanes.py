@@ -1,4 +1,4 @@
-"""The grader's background threads (gradcheck.lanes): calls run in order, errors reach the caller,
+"""The grader's background threads (gradcheck.grading.oracle_threads): calls run in order, errors reach the caller,
 and the threads that ran torch and jax never end while the process lives."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ import threading
 import time
 
 import pytest
-
-from gradcheck import lanes
-from gradcheck.exercise import load_bank
-from gradcheck.grader import Grader
 from grading_samples import write_bank
+
+from gradcheck.bank.loader import load_bank
+from gradcheck.grading import oracle_threads
+from gradcheck.grading.grader import Grader
 
 
 def test_a_lane_runs_its_calls_in_order_and_hands_back_results_and_errors():
-    lane = lanes.lane("test-order")
+    lane = oracle_threads.lane("test-order")
     seen: list[int] = []
     futures = [lane.submit(seen.append, number) for number in range(50)]
     failed = lane.submit(int, "not a number")
@@ -23,11 +23,11 @@ def test_a_lane_runs_its_calls_in_order_and_hands_back_results_and_errors():
     assert seen == list(range(50))
     with pytest.raises(ValueError, match="not a number"):
         failed.result(timeout=10)
-    assert lanes.lane("test-order") is lane
+    assert oracle_threads.lane("test-order") is lane
 
 
 def test_a_call_cancelled_before_it_begins_never_runs():
-    lane = lanes.lane("test-cancel")
+    lane = oracle_threads.lane("test-cancel")
     started, release = threading.Event(), threading.Event()
     blocking = lane.submit(lambda: (started.set(), release.wait(10)))
     started.wait(10)
@@ -43,7 +43,7 @@ def test_a_call_cancelled_before_it_begins_never_runs():
 def test_the_threads_that_ran_torch_and_jax_outlive_the_grader(tmp_path):
     """A thread that ran torch's autograd must not end before the process does: ending, it
     destroys its leftover graph nodes, and doing that while Python finalises aborts the process
-    (see gradcheck.lanes). Live grading uses both threads; after close they are still alive,
+    (see gradcheck.grading.oracle_threads). Live grading uses both threads; after close they are still alive,
     daemon threads, and no other thread of the grader is left."""
     before = set(threading.enumerate())
     with Grader("reference", seed=1, timeout=120) as grader:
@@ -56,5 +56,5 @@ def test_the_threads_that_ran_torch_and_jax_outlive_the_grader(tmp_path):
     left = set(threading.enumerate()) - before
     assert all(thread.daemon for thread in left)
     for name in ("gradcheck-oracles", "gradcheck-jax"):
-        thread = lanes.lane(name).thread
+        thread = oracle_threads.lane(name).thread
         assert thread.is_alive() and thread.daemon and thread.name == name

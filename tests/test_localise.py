@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck import localise, probe, torch_engine
-from gradcheck.compare import Tolerance
-from gradcheck.exercise import load_exercise
-from gradcheck.grader import Grader
-from gradcheck.program import parse
-from gradcheck.walk import walk
+from gradcheck.bank.loader import load_exercise
+from gradcheck.bank.tolerances import Tolerance
+from gradcheck.engine import handler, torch_engine
+from gradcheck.grading import localise
+from gradcheck.grading.chain_rule import walk
+from gradcheck.grading.grader import Grader
+from gradcheck.program.language import parse
 
 ENGINES = Path(__file__).parent / "engines"
 TOLERANCE = Tolerance(atol=1e-12, rtol=1e-9)
@@ -138,7 +139,7 @@ def test_a_correct_engine_gets_no_finding():
     point = {"a": 2.0, "b": 4.0}
 
     def ask(request):  # torch itself, in this process, through the same probe
-        return probe.handle(torch_engine, request)
+        return handler.handle(torch_engine, request)
 
     assert localise.locate(program, point, ["a", "b"], ask, TOLERANCE) is None
 
@@ -150,7 +151,7 @@ def test_operations_run_alone_on_torch_pass_what_torch_passes():
     program = parse("y = v * x\nz = (y * y).mean() + v[1] + 2 / x", {"x": None, "v": 3})
     truth = walk(program, {"x": 2.0, "v": [1.0, -2.0, 3.0]}, ["x", "v"])
     nodes = [c for c in truth.backward_order() if truth.edges(c)]
-    passed = localise.passed_alone(truth, nodes, lambda r: probe.handle(torch_engine, r))
+    passed = localise.passed_alone(truth, nodes, lambda r: handler.handle(torch_engine, r))
     edges = [(c, e) for c in nodes for e in truth.edges(c)]
     assert len(passed) == len(edges) == 11
     for c, e in edges:

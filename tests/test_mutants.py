@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from grading_samples import PRODUCT
 
-from gradcheck.bundled import bank_dir, reference_path
-from gradcheck.mutants import CATALOGUE, WHOLE, Edit, Mutant
-from gradcheck.mutation import MutantError, mutate
-from gradcheck.ops import BINARY, OPS, REDUCTION, SELECT
+from gradcheck.bank.bundled import bank_dir, reference_path
+from gradcheck.course.mutants import CATALOGUE, WHOLE, Edit, Mutant
+from gradcheck.course.mutation import MutantError, mutate
+from gradcheck.program.ops import BINARY, OPS, REDUCTION, SELECT
 
 SOURCE = (reference_path() / "__init__.py").read_text()
 

@@ -13,12 +13,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradcheck.compare import Tolerances
-from gradcheck.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Interval
-from gradcheck.oracles import (OracleResult, as_batch, compute, jax_grad, reached_inputs,
-                               registers)
-from gradcheck.program import engine_apply, evaluate, parse
-from gradcheck.strategies import scalars, vectors
+from gradcheck.bank.domains import scalars, vectors
+from gradcheck.bank.tolerances import Tolerances
+from gradcheck.oracles import OracleResult, as_batch, compute, jax_grad, reached_inputs, registers
+from gradcheck.program.language import engine_apply, evaluate, parse
+from gradcheck.program.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Interval
 
 TOL = Tolerances()
 MARGIN = 0.05  # keep sampled arguments this far from kinks, poles and domain edges
@@ -306,7 +305,7 @@ def test_oracles_whose_library_cannot_be_imported_are_skipped_in_a_real_process(
         sys.modules["torch"] = None
         sys.modules["jax"] = None
         from gradcheck.oracles import Skipped, compute
-        from gradcheck.program import parse
+        from gradcheck.program.language import parse
         program = parse("z = x.exp()", {"x": None})
         results = compute(program, [{"x": 0.0}, {"x": 1.0}], ["x"])
         print(json.dumps({name: r.reason if isinstance(r, Skipped) else r.grads["x"].tolist()

@@ -4,7 +4,6 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from grading_samples import BROKEN, FLOAT32, read_results, write_bank
 
 from gradcheck.reports import WITHHELD

@@ -1,4 +1,4 @@
-"""The probe on torch (gradcheck.torch_engine), checked against torch used directly, and the
+"""The probe on torch (gradcheck.engine.torch_engine), checked against torch used directly, and the
 probe's conversion of whatever an engine returns into plain data."""
 
 import json
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gradcheck import probe, torch_engine
-from gradcheck.program import parse
+from gradcheck.engine import handler, run, torch_engine, wire
+from gradcheck.program.language import parse
 
 pytestmark = pytest.mark.filterwarnings("error")  # the probe must silence torch's own warnings
 
@@ -35,8 +35,8 @@ def raised(action):
 def behaviour(source, point, steps, requires_grad=("x",), **inputs):
     request = {"kind": "behaviour", "program": spec(source, **inputs), "point": point,
                "requires_grad": list(requires_grad), "steps": steps}
-    reply = probe.handle(torch_engine, request)
-    probe.check_reply(request, json.loads(json.dumps(reply)))
+    reply = handler.handle(torch_engine, request)
+    wire.check_reply(request, json.loads(json.dumps(reply)))
     assert reply["error"] is None
     return reply["steps"]
 
@@ -60,7 +60,7 @@ CASES = [
 def test_gradients_are_torchs(source, inputs, point, torch_fn):
     request = {"kind": "gradients", "program": spec(source, **inputs), "points": [point],
                "requires_grad": list(inputs)}
-    result = probe.handle(torch_engine, request)["results"][0]
+    result = handler.handle(torch_engine, request)["results"][0]
     leaves = {name: t(value) for name, value in point.items()}
     out = torch_fn(**leaves)
     out.backward()
@@ -71,7 +71,7 @@ def test_gradients_are_torchs(source, inputs, point, torch_fn):
 def test_gradients_report_each_point_on_its_own():
     request = {"kind": "gradients", "program": spec("z = x.log()"),
                "points": [{"x": 2.0}, {"x": 0.0}, {"x": -1.0}], "requires_grad": ["x"]}
-    results = probe.handle(torch_engine, request)["results"]
+    results = handler.handle(torch_engine, request)["results"]
     assert [r["value"] for r in results[:2]] == [math.log(2.0), -math.inf]
     assert results[1]["grads"] == {"x": math.inf}
     assert math.isnan(results[2]["value"]) and results[2]["grads"] == {"x": -1.0}
@@ -80,16 +80,16 @@ def test_gradients_report_each_point_on_its_own():
 def test_an_input_without_requires_grad_has_no_grad():
     request = {"kind": "gradients", "program": spec("z = x * y", x=None, y=None),
                "points": [{"x": 2.0, "y": 3.0}], "requires_grad": ["x"]}
-    assert probe.handle(torch_engine, request)["results"][0]["grads"] == {"x": 3.0, "y": None}
+    assert handler.handle(torch_engine, request)["results"][0]["grads"] == {"x": 3.0, "y": None}
 
 
 def test_progress_names_each_phase_as_it_is_entered():
     phases = []
     request = {"kind": "gradients", "program": spec("z = x ** 2"),
                "points": [{"x": 1.0}, {"x": 2.0}], "requires_grad": ["x"]}
-    probe.handle(torch_engine, request, phases.append)
+    handler.handle(torch_engine, request, phases.append)
     assert phases == ["forward", "read", "backward", "read"] * 2
-    assert set(phases) <= set(probe.PHASES)
+    assert set(phases) <= set(handler.PHASES)
 
 
 # --- graph --------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def test_graph_facts_are_torchs():
     request = {"kind": "graph", "program": spec(GRAPH, **inputs),
                "point": {"x": 1.5, "y": 2.0, "v": [1.0, 2.0]}, "requires_grad": ["x", "v"],
                "names": ["x", "y", "a", "b", "c", "d", "e", "f", "g", "h"]}
-    reply = probe.handle(torch_engine, request)
+    reply = handler.handle(torch_engine, request)
     x, y, v = t(1.5), t(2.0, requires_grad=False), t([1.0, 2.0])
     made = {"x": x, "y": y, "a": x + 2, "b": 2 - x, "c": 2 / x, "d": 2 ** x, "e": x ** y,
             "f": -x, "g": v[0], "h": v.mean()}
@@ -212,7 +212,7 @@ def test_sgd_makes_a_new_leaf_from_the_gradient():
 def test_trace_gives_every_nodes_value_and_grad_as_torch_does():
     request = {"kind": "trace", "program": spec("y = x ** 2\nz = 2 * y + 1"),
                "point": {"x": 3.0}, "requires_grad": ["x"]}
-    reply = probe.handle(torch_engine, request)
+    reply = handler.handle(torch_engine, request)
     x = t(3.0)
     nodes = [x, x ** 2]
     nodes.append(2 * nodes[1])
@@ -231,7 +231,7 @@ def test_trace_records_torchs_refusal_to_retain_a_grad_that_needs_none():
     request = {"kind": "trace", "program": spec("y = c * 2\nz = y * x", x=None, c=None),
                "point": {"x": 3.0, "c": 1.0}, "requires_grad": ["x"]}
     y = t(1.0, requires_grad=False) * 2
-    nodes = {n["name"]: n for n in probe.handle(torch_engine, request)["nodes"]}
+    nodes = {n["name"]: n for n in handler.handle(torch_engine, request)["nodes"]}
     error = nodes["y"]["grad"]["error"]
     assert (error["type"], error["message"]) == raised(y.retain_grad)
     assert nodes["x"]["grad"] == 2.0
@@ -241,7 +241,7 @@ def test_trace_records_torchs_refusal_to_retain_a_grad_that_needs_none():
 
 
 def test_torch_has_the_whole_protocol():
-    assert probe.handle(torch_engine, {"kind": "inspect"}) == {
+    assert handler.handle(torch_engine, {"kind": "inspect"}) == {
         "missing": [], "details": {}, "error": None}
 
 
@@ -251,7 +251,7 @@ def test_inspect_names_missing_operators_and_functions():
             return self
 
     engine = SimpleNamespace(tensor=lambda data, requires_grad=False: Half())
-    reply = probe.handle(engine, {"kind": "inspect"})
+    reply = handler.handle(engine, {"kind": "inspect"})
     assert reply["missing"][:3] == ["no_grad", "add", "sub"]
     assert reply["details"]["add"] == ("tensors made by tensor(1.0) have no __radd__; tensors "
                                        "made by tensor([1.0, 2.0]) have no __radd__")
@@ -272,14 +272,14 @@ class Liar(float):
 
 
 def test_float_subclasses_become_the_float_they_store():
-    value = probe.plain_numbers(Liar(2.5), "x")
+    value = run.plain_numbers(Liar(2.5), "x")
     assert type(value) is float and value == 2.5
-    assert probe.plain_numbers([Liar(1.0), np.float64(2.0), 3], "v") == [1.0, 2.0, 3.0]
-    assert all(type(v) is float for v in probe.plain_numbers((np.float64(1.0), 2), "v"))
+    assert run.plain_numbers([Liar(1.0), np.float64(2.0), 3], "v") == [1.0, 2.0, 3.0]
+    assert all(type(v) is float for v in run.plain_numbers((np.float64(1.0), 2), "v"))
 
 
 def test_nan_and_infinities_pass_through():
-    values = probe.plain_numbers([math.nan, math.inf, -math.inf], "v")
+    values = run.plain_numbers([math.nan, math.inf, -math.inf], "v")
     assert math.isnan(values[0]) and values[1:] == [math.inf, -math.inf]
 
 
@@ -292,31 +292,31 @@ def test_nan_and_infinities_pass_through():
     (np.array([1.0]), "x is a ndarray, not a number or a list of numbers"),
 ])
 def test_anything_else_is_a_protocol_error_that_names_it(value, message):
-    with pytest.raises(probe.ProtocolError) as caught:
-        probe.plain_numbers(value, "x")
+    with pytest.raises(wire.ProtocolError) as caught:
+        run.plain_numbers(value, "x")
     assert str(caught.value) == message
 
 
 def test_grads_go_through_tolist_and_are_checked_again():
-    assert probe.plain_grad(t([1.0, 2.0]), "v") == [1.0, 2.0]
-    assert probe.plain_grad(np.array([1.0, 2.0]), "v") == [1.0, 2.0]
-    assert probe.plain_grad(None, "v") is None
+    assert run.plain_grad(t([1.0, 2.0]), "v") == [1.0, 2.0]
+    assert run.plain_grad(np.array([1.0, 2.0]), "v") == [1.0, 2.0]
+    assert run.plain_grad(None, "v") is None
     lying = SimpleNamespace(tolist=lambda: "12.0")
-    with pytest.raises(probe.ProtocolError, match=r"^v.grad.tolist\(\) is a str"):
-        probe.plain_grad(lying, "v")
-    with pytest.raises(probe.ProtocolError, match="^backward left x.grad as a dict"):
-        probe.plain_grad({}, "x")
+    with pytest.raises(wire.ProtocolError, match=r"^v.grad.tolist\(\) is a str"):
+        run.plain_grad(lying, "v")
+    with pytest.raises(wire.ProtocolError, match="^backward left x.grad as a dict"):
+        run.plain_grad({}, "x")
 
 
 def test_flags_and_grad_fn_names_must_be_exactly_what_torch_gives():
-    assert probe.plain_flag(True, "x.is_leaf") is True
-    with pytest.raises(probe.ProtocolError, match=r"^x.is_leaf is a int, not True or False$"):
-        probe.plain_flag(1, "x.is_leaf")
+    assert run.plain_flag(True, "x.is_leaf") is True
+    with pytest.raises(wire.ProtocolError, match=r"^x.is_leaf is a int, not True or False$"):
+        run.plain_flag(1, "x.is_leaf")
     named = SimpleNamespace(name=lambda: 42)
-    with pytest.raises(probe.ProtocolError, match=r"grad_fn.name\(\) returned a int"):
-        probe.plain_grad_fn(named, "y")
-    assert probe.plain_grad_fn(SimpleNamespace(name=lambda: "AddBackward0" * 50), "y") == (
-        "AddBackward0" * 50)[:probe.MAX_NAME]
+    with pytest.raises(wire.ProtocolError, match=r"grad_fn.name\(\) returned a int"):
+        run.plain_grad_fn(named, "y")
+    assert run.plain_grad_fn(SimpleNamespace(name=lambda: "AddBackward0" * 50), "y") == (
+        "AddBackward0" * 50)[:run.MAX_NAME]
 
 
 def test_error_records_survive_unprintable_and_lying_exceptions():
@@ -332,10 +332,10 @@ def test_error_records_survive_unprintable_and_lying_exceptions():
     class Disguised(Exception, metaclass=Meta):
         pass
 
-    assert probe.error_record(Unprintable(), "read") == {
+    assert run.error_record(Unprintable(), "read") == {
         "type": "Unprintable", "message": "(its message could not be read)", "phase": "read"}
-    assert probe.error_record(Disguised("x" * 5000), "backward") == {
-        "type": "Disguised", "message": "x" * probe.MAX_MESSAGE, "phase": "backward"}
+    assert run.error_record(Disguised("x" * 5000), "backward") == {
+        "type": "Disguised", "message": "x" * run.MAX_MESSAGE, "phase": "backward"}
 
 
 def test_memory_errors_are_not_recorded_but_end_the_request():
@@ -346,7 +346,7 @@ def test_memory_errors_are_not_recorded_but_end_the_request():
     request = {"kind": "gradients", "program": spec("z = x * 2"), "points": [{"x": 1.0}],
                "requires_grad": ["x"]}
     with pytest.raises(MemoryError):
-        probe.handle(engine, request)
+        handler.handle(engine, request)
 
 
 # --- requests and replies -----------------------------------------------------------------------
@@ -365,8 +365,8 @@ GOOD = {"kind": "gradients", "program": spec("z = x * 2"), "points": [{"x": 1.0}
      "does not parse"),
 ])
 def test_malformed_requests_are_refused(change, message):
-    with pytest.raises(probe.RequestError, match=message):
-        probe.check_request({**GOOD, **change})
+    with pytest.raises(wire.RequestError, match=message):
+        wire.check_request({**GOOD, **change})
 
 
 @pytest.mark.parametrize("steps, message", [
@@ -379,19 +379,19 @@ def test_malformed_requests_are_refused(change, message):
 def test_malformed_steps_are_refused(steps, message):
     request = {"kind": "behaviour", "program": spec("z = x * 2"), "point": {"x": 1.0},
                "requires_grad": ["x"], "steps": steps}
-    with pytest.raises(probe.RequestError, match=message):
-        probe.check_request(request)
+    with pytest.raises(wire.RequestError, match=message):
+        wire.check_request(request)
 
 
 def test_steps_as_the_exercise_model_dumps_them_are_accepted():
-    from gradcheck.exercise import Step
+    from gradcheck.bank.models import Step
 
     steps = [Step.model_validate(s).model_dump() for s in (
         {"backward": None, "expect": ["grad.x"]}, {"detach": {"name": "d", "of": "z"}},
         {"sgd": {"lr": 0.1, "params": ["x"]}, "expect": ["value.x"]})]
     request = {"kind": "behaviour", "program": spec("z = x * 2"), "point": {"x": 1.0},
                "requires_grad": ["x"], "steps": steps}
-    reply = probe.handle(torch_engine, request)
+    reply = handler.handle(torch_engine, request)
     assert [s["observed"] for s in reply["steps"]] == [{"grad.x": 2.0}, {}, {"value.x": 0.8}]
 
 
@@ -404,13 +404,13 @@ def test_replies_of_every_kind_pass_the_check_and_forgeries_do_not():
          "requires_grad": ["x"]},
     ]
     for request in requests:
-        probe.check_reply(request, json.loads(json.dumps(probe.handle(torch_engine, request))))
+        wire.check_reply(request, json.loads(json.dumps(handler.handle(torch_engine, request))))
     forged = [{"results": [{"value": 2.0, "grads": {"x": "2.0"}, "error": None}]},
               {"results": []},
               {"results": [{"value": 2.0, "grads": {"x": 2.0}, "error": "none"}]},
               {"results": [{"value": True, "grads": {"x": 2.0}, "error": None}]},
               [1.0]]
     for reply in forged:
-        with pytest.raises(probe.ProtocolError, match="^malformed reply"):
-            probe.check_reply(GOOD, reply)
+        with pytest.raises(wire.ProtocolError, match="^malformed reply"):
+            wire.check_reply(GOOD, reply)
 

@@ -5,9 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradcheck.ops import CALLABLE
-from gradcheck.program import (MAX_NODES, MAX_SOURCE_CHARS, ProgramError, array_apply, evaluate,
-                               parse, spec_program)
+from gradcheck.program.language import (
+    MAX_NODES,
+    MAX_SOURCE_CHARS,
+    ProgramError,
+    array_apply,
+    evaluate,
+    parse,
+    spec_program,
+)
+from gradcheck.program.ops import CALLABLE
 
 INPUTS = {"x": None, "u": None, "v": 3, "w": 2}
 

@@ -2,7 +2,7 @@
 
 Each check runs the same program or script on both engines and compares what it observes: values,
 gradients, grad_fn names, leaf flags, and which steps raise (type and message). The operations
-come from the one table, gradcheck.ops.OPS, and programs go through gradcheck.program, as the
+come from the one table, gradcheck.program.ops.OPS, and programs go through gradcheck.program.language, as the
 grader's do. The engine is loaded by file path under an arbitrary name, as a submission is.
 """
 
@@ -23,11 +23,10 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from gradcheck import torch_engine  # noqa: E402
-from gradcheck.ops import (  # noqa: E402
-    BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Interval, Op)
-from gradcheck.program import engine_apply, evaluate, parse  # noqa: E402
-from gradcheck.strategies import scalars  # noqa: E402
+from gradcheck.engine import torch_engine  # noqa: E402
+from gradcheck.bank.domains import scalars  # noqa: E402
+from gradcheck.program.language import engine_apply, evaluate, parse  # noqa: E402
+from gradcheck.program.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Interval, Op  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +67,7 @@ class Log:
         """Run `action`; log None, or the exception's type and message, as a script's try would."""
         try:
             result = action()
-        except TypeError as exc:  # torch's TypeError texts are accidents of its internals
+        except TypeError:  # torch's TypeError texts are accidents of its internals
             self.see(label, ("raised", "TypeError"))
             return None
         except Exception as exc:  # noqa: BLE001 (the comparison is the point)

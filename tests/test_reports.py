@@ -11,15 +11,14 @@ import xml.etree.ElementTree as ET
 
 import jsonschema
 import pytest
-
 from grading_samples import SCHEMA
 
+from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import WITHHELD, atomic_write
 from gradcheck.reports.gradescope import UNFINISHED, results_json, write_results_json
 from gradcheck.reports.junit import junit_xml, write_junit
 from gradcheck.reports.markdown import render_markdown
 from gradcheck.reports.terminal import render_terminal, total_line
-from gradcheck.results import CheckResult, GradeReport
 
 SECRET = "hidden program: y = x ** 3 at x = 0.7"  # the details a hidden exercise must not show
 LATER = "after the due date: grad.x is 2.0, torch says 3.0"
@@ -123,7 +122,7 @@ def test_an_empty_report_is_valid():
 WRITER = textwrap.dedent("""
     import sys
     from gradcheck.reports.gradescope import UNFINISHED, write_results_json
-    from gradcheck.results import CheckResult, GradeReport
+    from gradcheck.grading.results import CheckResult, GradeReport
     report = GradeReport(submission="s.py", seed=7)
     n = 0
     while True:

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy.testing
 import pytest
-
 from processes import alive, gone_within
 
-from gradcheck import probe, sandbox, torch_engine
-from gradcheck.program import parse
-from gradcheck.sandbox import Failure, Worker
+from gradcheck.engine import census, handler, torch_engine, wire
+from gradcheck.engine.sandbox import Failure, Worker
+from gradcheck.program.language import parse
 
 ENGINES = Path(__file__).parent / "engines"
 MUL_EXP = parse("z = x * y + x.exp()", {"x": None, "y": None}).spec()
@@ -35,7 +34,7 @@ def gradients(spec: dict) -> dict:
 
 def torch_reply(request: dict) -> dict:
     """torch's answer, in the grader's process, through the same probe."""
-    return probe.handle(torch_engine, request)
+    return handler.handle(torch_engine, request)
 
 
 def worker(name: str, **limits) -> Worker:
@@ -235,7 +234,7 @@ def test_the_worker_sees_a_minimal_world():
     assert str(ENGINES) not in report["path"][:-1]
     assert report["hash_randomization"] == 0
     assert report["stdin"] == ""
-    heavy = {"numpy", "torch", "jax", "hypothesis", "pytest", "gradcheck.compare",
+    heavy = {"numpy", "torch", "jax", "hypothesis", "pytest", "gradcheck.grading.compare",
              "gradcheck.oracles", "gradcheck.check"}
     assert heavy.isdisjoint(report["modules"])
 
@@ -243,7 +242,7 @@ def test_the_worker_sees_a_minimal_world():
 def test_a_request_with_anything_but_a_program_and_inputs_is_refused_before_sending():
     request = {**gradients(MUL_EXP), "answers": [{"x": 12.0}]}
     with worker("tiny") as w:
-        with pytest.raises(probe.RequestError, match="keys"):
+        with pytest.raises(wire.RequestError, match="keys"):
             w.request(request, timeout=5)
         assert w.starts == 0
 
@@ -251,7 +250,7 @@ def test_a_request_with_anything_but_a_program_and_inputs_is_refused_before_send
 def test_the_worker_dies_with_the_grader():
     script = textwrap.dedent(f"""
         import os
-        from gradcheck.sandbox import Worker
+        from gradcheck.engine.sandbox import Worker
         w = Worker({str(ENGINES / 'tiny.py')!r})
         w.request({{"kind": "inspect"}}, timeout=5)
         print(w.pid, w._dir, flush=True)
@@ -314,12 +313,12 @@ def test_memory_is_judged_as_by_the_proportional_set_size():
                              start_new_session=True)
     try:
         time.sleep(0.3)
-        members = sandbox._members(child.pid)
+        members = census.members(child.pid)
         assert [pid for pid, *_ in members] == [child.pid]
         with open(f"/proc/{child.pid}/smaps_rollup") as f:
             pss = next(int(line.split()[1]) << 10 for line in f if line.startswith("Pss:"))
         for limit in (1, pss // 2, pss * 2 - 4096, pss * 2 + 4096, 1 << 40):
-            assert sandbox._uses_more_than(members, limit) == (pss > limit), limit
+            assert census.uses_more_than(members, limit) == (pss > limit), limit
     finally:
         child.kill()
         child.wait()

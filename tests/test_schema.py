@@ -9,9 +9,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gradcheck import yamlsrc
-from gradcheck.exercise import (SCHEMA_PATH, SUFFIX, ExerciseError, from_data, json_schema,
-                                load_exercise)
+from gradcheck.bank import yaml_reader
+from gradcheck.bank.loader import from_data, load_exercise
+from gradcheck.bank.models import SUFFIX
+from gradcheck.bank.problems import ExerciseError
+from gradcheck.bank.schema import SCHEMA_PATH, json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "exercise-format.md"
@@ -27,7 +29,7 @@ def validator():
 def test_committed_schema_is_up_to_date():
     committed = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     assert committed == json_schema(), (
-        "the schema is out of date: run `python -m gradcheck.exercise --write-schema`")
+        "the schema is out of date: run `python -m gradcheck.bank.models --write-schema`")
 
 
 def test_schema_is_valid_draft_07_with_local_references():
@@ -61,12 +63,12 @@ def test_every_object_refuses_unknown_keys_and_ref_stands_alone():
 @pytest.mark.parametrize("path", GOOD, ids=lambda p: p.name)
 def test_good_exercises_satisfy_the_schema(validator, path):
     load_exercise(path)
-    data = yamlsrc.load(path.read_text(encoding="utf-8")).data
+    data = yaml_reader.load(path.read_text(encoding="utf-8")).data
     assert list(validator.iter_errors(data)) == []
 
 
 def _set(data, path, value):
-    *parents, last = yamlsrc.parse_path(path)
+    *parents, last = yaml_reader.parse_path(path)
     for step in parents:
         data = data[step] if isinstance(step, int) else data.setdefault(step, {})
     data[last] = value
@@ -98,7 +100,7 @@ MISTAKES = [
 @pytest.mark.parametrize("path, value", MISTAKES, ids=[f"{p}={v!r}" for p, v in MISTAKES])
 def test_models_and_schema_refuse_the_same_mistakes(validator, path, value):
     source = ROOT / "exercises" / "02-backward" / "chain-rule.exercise.yaml"
-    data = copy.deepcopy(yamlsrc.load(source.read_text(encoding="utf-8")).data)
+    data = copy.deepcopy(yaml_reader.load(source.read_text(encoding="utf-8")).data)
     _set(data, path, value)
     with pytest.raises(ExerciseError):
         from_data(data)
@@ -120,4 +122,4 @@ def test_complete_examples_in_the_doc_load():
     complete = [b for b in blocks if re.search(r"^id: ", b, re.M)]
     assert complete
     for block in complete:
-        from_data(yamlsrc.load(block).data, file=DOC.name)
+        from_data(yaml_reader.load(block).data, file=DOC.name)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradcheck.exercise import from_data
-from gradcheck.score import check_points, split_points, total
+from gradcheck.bank.loader import from_data
+from gradcheck.grading.score import check_points, split_points, total
 
 
 def test_equal_weights_give_the_leftover_hundredth_to_the_first_checks():

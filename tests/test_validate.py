@@ -5,9 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.exercise import SUFFIX, load_exercise, schema_comment
-from gradcheck.validate import (agreement_problems, answer_problems, domain_problems,
-                                file_problems, main, validate)
+from gradcheck.bank.loader import load_exercise
+from gradcheck.bank.models import SUFFIX
+from gradcheck.bank.schema import schema_comment
+from gradcheck.course.validate import (
+    agreement_problems,
+    answer_problems,
+    domain_problems,
+    file_problems,
+    main,
+    validate,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"

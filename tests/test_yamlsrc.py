@@ -7,8 +7,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradcheck import yamlsrc
-from gradcheck.yamlsrc import YamlError, format_path, load, parse_path
+from gradcheck.bank import yaml_reader
+from gradcheck.bank.yaml_reader import YamlError, format_path, load, parse_path
 
 
 @pytest.mark.parametrize("text", ["1e-6", "1E-5", "-2.5e3", "+1e+2", ".5", "3.", "0.0", "-0.25"])
@@ -88,7 +88,7 @@ def test_refused_constructs(text, message):
 
 
 def test_alias_expansion_is_bounded(monkeypatch):
-    monkeypatch.setattr(yamlsrc, "MAX_NODES", 5000)  # the mechanism, at a size quick to reach
+    monkeypatch.setattr(yaml_reader, "MAX_NODES", 5000)  # the mechanism, at a size quick to reach
     levels = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
     levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 5)]
     with pytest.raises(YamlError, match="aliases"):
@@ -129,26 +129,26 @@ _TRICKY = st.sampled_from(list("\n\r\x85\u2028\u2029\t :#'\"-?{}[]!&*|>%@`,\ufef
 @given(st.text(_TRICKY | st.characters(blacklist_categories=("Cs",)), max_size=60))
 def test_dumped_text_loads_back_unchanged(text):
     data = {"text": text, "program": text + "\n" + text}
-    assert load(yamlsrc.dump(data)).data == data
+    assert load(yaml_reader.dump(data)).data == data
 
 
 @given(st.floats(allow_nan=False) | st.integers() | st.booleans() | st.none())
 def test_dumped_scalars_load_back_unchanged(value):
-    assert load(yamlsrc.dump({"a": value})).data == {"a": value}
+    assert load(yaml_reader.dump({"a": value})).data == {"a": value}
 
 
 # --- libyaml's parser, when PyYAML has it ------------------------------------------------------
 
-needs_libyaml = pytest.mark.skipif(yamlsrc._FastLoader is None, reason="PyYAML without libyaml")
+needs_libyaml = pytest.mark.skipif(yaml_reader._FastLoader is None, reason="PyYAML without libyaml")
 
 
 def outcome(text: str, fast: bool):
     """Everything `load` keeps of `text` when its nodes come from one parser: the data, every
     mark, each node's style and start (and a scalar's end), or the error."""
     try:
-        root = yamlsrc._compose(text, fast)
-        source = yamlsrc.Source(None, text)
-        source.data = yamlsrc._Builder(source).value(root, ()) if root is not None else None
+        root = yaml_reader._compose(text, fast)
+        source = yaml_reader.Source(None, text)
+        source.data = yaml_reader._Builder(source).value(root, ()) if root is not None else None
     except YamlError as error:
         return ("error", error.message, error.line, error.column)
     except yaml.YAMLError as error:
@@ -164,7 +164,7 @@ def outcome(text: str, fast: bool):
 
 @needs_libyaml
 def test_libyaml_and_pyyaml_read_every_bundled_file_alike():
-    from gradcheck.bundled import bank_dir
+    from gradcheck.bank.bundled import bank_dir
 
     files = sorted(bank_dir().rglob("*.exercise.yaml"))
     assert files

@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from gradcheck.ops import FUNCTION, Op
-from gradcheck.program import Apply, Node, Program, array_apply
+from gradcheck.program.language import Apply, Node, Program, array_apply
+from gradcheck.program.ops import FUNCTION, Op
 
 #: oracle name -> (module that implements it, library it needs)
 ORACLES: dict[str, tuple[str, str]] = {
@@ -103,7 +103,7 @@ def batch_size(batch: Mapping[str, np.ndarray]) -> int:
 
 
 def element_first(column: np.ndarray) -> np.ndarray:
-    """(n,) stays, (n, k) becomes (k, n): the layout of :func:`gradcheck.program.array_apply`."""
+    """(n,) stays, (n, k) becomes (k, n): the layout of :func:`gradcheck.program.language.array_apply`."""
     return column.T if column.ndim == 2 else column
 
 

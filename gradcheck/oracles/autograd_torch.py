@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from gradcheck.oracles import Batch, OracleResult, element_first, native_apply
-from gradcheck.program import Program, evaluate
+from gradcheck.program.language import Program, evaluate
 
 _APPLY = native_apply(torch, lambda name: getattr(torch, name))
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.ops import Op
 from gradcheck.oracles import Batch, OracleResult, batch_size, element_first
-from gradcheck.program import Node, Program, array_apply, evaluate
+from gradcheck.program.language import Node, Program, array_apply, evaluate
+from gradcheck.program.ops import Op
 
 EPS = float(np.finfo(np.float64).eps)
 CENTRAL_STEP = EPS ** (1 / 3)

@@ -14,9 +14,8 @@ Longer programs are traced, and compiled together as one module (XLA's compile c
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
-
 import threading
+from typing import Any, Callable, Sequence
 
 import jax
 
@@ -25,11 +24,17 @@ jax.config.update("jax_enable_x64", True)  # before any jax array exists
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from gradcheck.ops import FUNCTION, Op  # noqa: E402
-from gradcheck.oracles import (Batch, Job, OracleResult, batch_size, element_first,  # noqa: E402
-                               native_apply, registers)
-from gradcheck.program import Program, evaluate  # noqa: E402
-
+from gradcheck.oracles import (  # noqa: E402
+    Batch,
+    Job,
+    OracleResult,
+    batch_size,
+    element_first,
+    native_apply,
+    registers,
+)
+from gradcheck.program.language import Program, evaluate  # noqa: E402
+from gradcheck.program.ops import FUNCTION, Op  # noqa: E402
 
 
 def _named(name: str) -> Callable[[Any], Any]:

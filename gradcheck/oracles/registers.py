@@ -4,7 +4,7 @@ Tracing and compiling every program for jax costs about 0.1 s each; interpreting
 one compiled loop costs one compile for the whole bank. Each register holds one scalar per point
 of a batch: a 1-D value takes one register per element, `sum` and `mean` become additions in
 order, `v[i]` and a scalar's `sum` name an existing register. Every instruction applies one
-operation of :mod:`gradcheck.ops` (a binary, unary or named function) to one or two registers and
+operation of :mod:`gradcheck.program.ops` (a binary, unary or named function) to one or two registers and
 writes the next register, so the code is a flat table of small integers.
 
 Only the instructions the output depends on are kept. As in a scalar engine, an element of a 1-D
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.ops import BINARY, FUNCTION, OPS, UNARY, Op
-from gradcheck.program import Program
+from gradcheck.program.language import Program
+from gradcheck.program.ops import BINARY, FUNCTION, OPS, UNARY, Op
 
 #: the operations an instruction may apply, in opcode order
 INSTRUCTIONS: tuple[Op, ...] = tuple(op for op in OPS.values()

@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradcheck.results import CheckResult, GradeReport
-from gradcheck.score import total
+from gradcheck.grading.results import CheckResult, GradeReport
+from gradcheck.grading.score import total
 
 WITHHELD = "Details are not shown for this exercise."
 

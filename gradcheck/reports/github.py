@@ -13,9 +13,9 @@ import os
 import re
 from pathlib import Path
 
+from gradcheck.grading.results import GradeReport
 from gradcheck.reports import failures, shown_message
 from gradcheck.reports.markdown import render_markdown
-from gradcheck.results import GradeReport
 
 _FRAME = re.compile(r'File "([^"\n]+)", line (\d+)')
 

@@ -12,8 +12,8 @@ import json
 import os
 from typing import Any
 
+from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import WITHHELD, atomic_write, by_exercise, shown_output
-from gradcheck.results import CheckResult, GradeReport
 
 #: The note of results written while grading is still going on.
 UNFINISHED = "Grading did not finish: these are the results so far."

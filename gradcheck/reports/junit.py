@@ -11,8 +11,8 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
+from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import atomic_write, shown_message, shown_output
-from gradcheck.results import CheckResult, GradeReport
 
 # Characters XML 1.0 cannot carry at all; an engine's exception message may contain them.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -7,9 +7,15 @@ import html
 import os
 import re
 
-from gradcheck.reports import (atomic_write, by_exercise, failures, points, shown_message,
-                               shown_output)
-from gradcheck.results import GradeReport
+from gradcheck.grading.results import GradeReport
+from gradcheck.reports import (
+    atomic_write,
+    by_exercise,
+    failures,
+    points,
+    shown_message,
+    shown_output,
+)
 
 _MARKS = {"passed": "✅", "partial": "🟡", "failed": "❌"}
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 import re
 import textwrap
 
-from gradcheck.reports import (by_exercise, details_shown, failures, points, shown_message,
-                               shown_output)
-from gradcheck.results import GradeReport
+from gradcheck.grading.results import GradeReport
+from gradcheck.reports import (
+    by_exercise,
+    details_shown,
+    failures,
+    points,
+    shown_message,
+    shown_output,
+)
 
 _COLOURS = {"passed": "32", "partial": "33", "failed": "31"}  # green, yellow, red
 # Control characters other than newline and tab, which could drive the terminal (ANSI escapes).

@@ -3,7 +3,6 @@ it: equal to everything, converting to and printing as the right answer."""
 from liar import Liar
 from tiny import Tensor, no_grad, tensor  # noqa: F401
 
-
 _backward = Tensor.backward
 
 

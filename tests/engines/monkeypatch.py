@@ -6,7 +6,6 @@ import math
 import numpy
 import numpy.testing
 import pytest
-
 from tiny import Tensor, no_grad, tensor  # noqa: F401
 
 _backward = Tensor.backward

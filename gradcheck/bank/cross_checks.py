@@ -1,0 +1,151 @@
+"""What no schema can say about an exercise: its program parses, every name a check uses exists,
+every point gives every input with its shape, a sampled input has room left to sample.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from gradcheck.bank import yaml_reader
+from gradcheck.bank.models import Exercise, Point, SampledCheck, Step, parse_program, value_size
+from gradcheck.bank.problems import listing, suggest
+from gradcheck.program.language import Program, ProgramError
+from gradcheck.program.ops import allowed
+
+_Issue = tuple[yaml_reader.Path, str, tuple[int, int] | None]
+
+
+def cross_check(exercise: Exercise) -> tuple[Program | None, list[_Issue]]:
+    """What the models cannot check alone: the program, names, points, scalar outputs."""
+    issues: list[_Issue] = []
+    try:
+        program = parse_program(exercise)
+    except ProgramError as exc:
+        program = None
+        issues.append((("program",), exc.message, (exc.line, exc.column)))
+    checks = exercise.checks
+    numeric = [name for name in ("gradients", "sampled", "answers") if getattr(checks, name)]
+    if numeric and not exercise.grad_names:
+        issues.append((("inputs",), f"no input requires grad, so {numeric[0]} has nothing to "
+                                    "check; set requires_grad: true on one", None))
+    if checks.gradients:
+        for i, point in enumerate(checks.gradients.points):
+            issues += _point_issues(exercise, point, ("checks", "gradients", "points", i))
+    if checks.answers:
+        for i, case in enumerate(checks.answers.cases):
+            where = ("checks", "answers", "cases", i)
+            if case.at is not None:
+                issues += _point_issues(exercise, case.at, where + ("at",))
+            issues += _grads_issues(exercise, case.grads, where + ("grads",))
+    if checks.sampled:
+        issues += _domain_issues(exercise, checks.sampled)
+    if program is not None:
+        issues += _program_issues(exercise, program, numeric)
+    return program, issues
+
+
+def _program_issues(exercise: Exercise, program: Program, numeric: list[str]) -> list[_Issue]:
+    issues: list[_Issue] = []
+    names = set(program.names)
+    if exercise.output is not None and exercise.output not in names:
+        issues.append((("output",), f"{exercise.output!r} is not a variable of the program; "
+                                    f"name one of {listing(names)}", None))
+        return issues
+    size = program.nodes[program.output].size
+    for check in numeric if size is not None else []:
+        issues.append((("checks", check), f"gradients are taken of a scalar output, but "
+                       f"{program.output_name!r} has length {size}; reduce it (`s = "
+                       f"{program.output_name}.sum()`) and make that the output, or drop this "
+                       "check (a behaviour check can still use a non-scalar output)", None))
+    if exercise.checks.graph:
+        for i, name in enumerate(exercise.checks.graph.names):
+            if name not in names:
+                issues.append((("checks", "graph", "names", i), _unknown(name, names), None))
+    if exercise.checks.behaviour:
+        issues += _step_issues(exercise, exercise.checks.behaviour.steps, names)
+    return issues
+
+
+def _step_issues(exercise: Exercise, steps: list[Step], names: set[str]) -> list[_Issue]:
+    """Names in behaviour steps, in order: a `detach` step defines a new name for later steps."""
+    issues: list[_Issue] = []
+    known = set(names)
+    for i, step in enumerate(steps):
+        here = ("checks", "behaviour", "steps", i)
+        used: list[tuple[yaml_reader.Path, str]] = []
+        if step.backward and step.backward.of:
+            used.append((("backward", "of"), step.backward.of))
+        for key in ("zero_grad", "retain_grad"):
+            used += [((key, j), name) for j, name in enumerate(getattr(step, key) or [])]
+        used += [(("requires_grad", name), name) for name in step.requires_grad or {}]
+        if step.detach:
+            used.append((("detach", "of"), step.detach.of))
+        for j, name in enumerate(step.sgd.params if step.sgd else []):
+            if name not in exercise.inputs:
+                issues.append((here + ("sgd", "params", j), f"sgd updates inputs (leaves); "
+                               f"{name!r} is not one of {listing(exercise.inputs)}", None))
+        issues += [(here + path, _unknown(name, known), None)
+                   for path, name in used if name not in known]
+        if step.detach:
+            known.add(step.detach.name)
+        for j, item in enumerate(step.expect):
+            name = item.split(".", 1)[1]
+            if name not in known:
+                issues.append((here + ("expect", j), _unknown(name, known), None))
+    return issues
+
+
+def _point_issues(exercise: Exercise, point: Point, where: yaml_reader.Path) -> list[_Issue]:
+    missing = [name for name in exercise.inputs if name not in point]
+    issues: list[_Issue] = []
+    if missing:
+        issues.append((where, f"a point gives every input; add {listing(missing)}", None))
+    for name, value in point.items():
+        if name not in exercise.inputs:
+            issues.append((where + (name,), f"{name!r} is not an input; the inputs are "
+                                            f"{listing(exercise.inputs)}", None))
+        else:
+            issues += _shape_issues(exercise, name, value, where + (name,))
+    return issues
+
+
+def _grads_issues(exercise: Exercise, grads: Point, where: yaml_reader.Path) -> list[_Issue]:
+    issues: list[_Issue] = []
+    for name, value in grads.items():
+        if name not in exercise.grad_names:
+            issues.append((where + (name,), f"{name!r} is not an input that requires grad; "
+                                            f"those are {listing(exercise.grad_names)}", None))
+        else:
+            issues += _shape_issues(exercise, name, value, where + (name,))
+    return issues
+
+
+def _shape_issues(exercise: Exercise, name: str, value: float | list[float],
+                  where: yaml_reader.Path) -> list[_Issue]:
+    want, got = exercise.inputs[name].size, value_size(value)
+    if want == got:
+        return []
+    shape = "a number" if want is None else f"a list of {want} numbers"
+    return [(where, f"{name!r} is {shape} (as its value under inputs)", None)]
+
+
+def _domain_issues(exercise: Exercise, sampled: SampledCheck) -> list[_Issue]:
+    issues: list[_Issue] = []
+    if not any(spec.domain for spec in exercise.inputs.values()):
+        issues.append((("checks", "sampled"), "no input has a domain to sample from; give at "
+                                              "least one input a domain: {low: .., high: ..}",
+                       None))
+    for name, spec in exercise.inputs.items():
+        if spec.domain is not None:
+            try:
+                allowed(spec.domain.interval(), sampled.margin)
+            except ValueError:
+                issues.append((("inputs", name, "domain"), f"nothing is left to sample once a "
+                               f"margin of {sampled.margin:g} is kept from the ends and the "
+                               "avoided points; widen the domain or lower the margin", None))
+    return issues
+
+
+def _unknown(name: str, known: Iterable[str]) -> str:
+    return (f"{name!r} is not defined{suggest(name, known)}; use an input or a variable of the "
+            f"program: {listing(known)}")

@@ -1,0 +1,86 @@
+"""hypothesis strategies for points that keep a set distance from kinks, poles and domain edges.
+
+A domain is a :class:`gradcheck.program.ops.Interval` (open bounds `low`, `high`, and `avoid` points) plus a
+`margin`: every drawn value lies more than `margin` inside the bounds and more than `margin` away
+from each avoided point. Near a kink or a pole finite differences cannot judge and torch and jax
+may both be right, so a property check that samples there only finds noise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from gradcheck.program.ops import Interval, Op, allowed
+
+
+def scalars(interval: Interval, margin: float = 0.0) -> st.SearchStrategy[float]:
+    """Floats in the allowed pieces of `interval` (open at every cut)."""
+    return st.one_of([st.floats(lo, hi, exclude_min=True, exclude_max=True)
+                      for lo, hi in allowed(interval, margin)])
+
+
+def vectors(interval: Interval, size: int, margin: float = 0.0
+            ) -> st.SearchStrategy[list[float]]:
+    """Lists of `size` floats, each kept away from the cuts as :func:`scalars` is.
+
+    hypothesis cannot draw thousands of floats in one example, so a long vector is spread by numpy
+    from one drawn seed, uniformly over the allowed pieces.
+    """
+    if size <= LONG_VECTOR:
+        return st.lists(scalars(interval, margin), min_size=size, max_size=size)
+    pieces = allowed(interval, margin)
+    return st.integers(0, 2**32 - 1).map(lambda s: _spread(pieces, size, s))
+
+
+#: Vectors longer than this are spread from a seed rather than drawn element by element.
+LONG_VECTOR = 64
+
+
+def _spread(pieces: list[tuple[float, float]], size: int, at_seed: int) -> list[float]:
+    rng = np.random.default_rng(at_seed)
+    low = np.array([lo for lo, _ in pieces])
+    width = np.array([hi - lo for lo, hi in pieces])
+    which = rng.choice(len(pieces), size=size, p=width / width.sum())
+    # (0, 1): both ends open, as the pieces are.
+    unit = rng.uniform(np.nextafter(0.0, 1.0), 1.0, size)
+    return (low[which] + unit * width[which]).tolist()
+
+
+def points(inputs: Mapping[str, int | None], domains: Mapping[str, Interval],
+           margin: float = 0.0) -> st.SearchStrategy[dict[str, Any]]:
+    """Points for a program: input name -> float (scalar input) or list of floats (1-D)."""
+    missing = [name for name in inputs if name not in domains]
+    if missing:
+        raise ValueError(f"no domain for input{'s' * (len(missing) > 1)} {', '.join(missing)}")
+    return st.fixed_dictionaries({
+        name: scalars(domains[name], margin) if size is None
+        else vectors(domains[name], size, margin)
+        for name, size in inputs.items()})
+
+
+def arguments(op: Op, margin: float = 0.0) -> st.SearchStrategy[tuple[float, ...]]:
+    """Arguments of one operation from the table, each from its declared domain."""
+    return st.tuples(*(scalars(domain, margin) for domain in op.domains))
+
+
+def draw(strategy: st.SearchStrategy[Any], count: int, at_seed: int) -> list[Any]:
+    """`count` examples of `strategy`, reproducibly from `at_seed`, outside any test.
+
+    Runs hypothesis's generation phase only, with no example database, so that one run's failing
+    example never replays in another.
+    """
+    examples: list[Any] = []
+
+    @seed(at_seed)
+    @settings(max_examples=count, database=None, derandomize=False, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(example: Any) -> None:
+        examples.append(example)
+
+    collect()
+    return examples[:count]

@@ -1,0 +1,170 @@
+"""Loading exercise files and banks: the YAML, the models, the cross-checks, in that order, with
+each problem said as `file:line: field.path: message` for someone editing YAML; a bank with one
+broken file still loads the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from gradcheck.bank import yaml_reader
+from gradcheck.bank.cross_checks import cross_check
+from gradcheck.bank.models import SUFFIX, Exercise, PathArg
+from gradcheck.bank.problems import ExerciseError, Problem, listing, show, suggest
+from gradcheck.bank.schema import schema_keys
+
+
+def load_exercise(path: str | os.PathLike[str]) -> Exercise:
+    """Load and check one exercise file; raises :class:`ExerciseError` listing its problems."""
+    file = str(path)
+    try:
+        raw = Path(path).read_bytes()
+        source = yaml_reader.load(raw.decode("utf-8"))
+    except OSError as exc:
+        raise ExerciseError([Problem(file, 0, "", f"cannot read the file: "
+                                                  f"{exc.strerror or exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise ExerciseError([Problem(file, 0, "", f"not UTF-8 text (byte {exc.start}); save "
+                                                  "the file as UTF-8")]) from None
+    except yaml_reader.YamlError as exc:
+        raise ExerciseError([Problem(file, exc.line, "", exc.message)]) from None
+    return _build(source.data, source, file, hashlib.sha256(raw).hexdigest())
+
+
+def from_data(data: Any, file: str = "<data>") -> Exercise:
+    """Check plain data (say, built by a script) and build the exercise; lines are unknown (0)."""
+    return _build(data, None, file, "")
+
+
+def _build(data: Any, source: yaml_reader.Source | None, file: str, digest: str) -> Exercise:
+    def line(path: yaml_reader.Path) -> int:
+        return source.line_of(path) if source else 0
+
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        raise ExerciseError([Problem(file, line(()), "", f"the file is {what}; an exercise is a "
+                                                         "mapping of keys such as id, title, "
+                                                         "inputs, program")])
+    try:
+        exercise = Exercise.model_validate(data)
+    except ValidationError as exc:
+        raise ExerciseError([Problem(file, line(path), yaml_reader.format_path(path), text)
+                             for path, text in _explain(exc, data)]) from None
+    exercise._file, exercise._source, exercise._digest = file, source, digest
+    program, issues = cross_check(exercise)
+    if issues:
+        raise ExerciseError([_locate(exercise, *issue) for issue in issues])
+    exercise._program = program
+    return exercise
+
+
+def _locate(exercise: Exercise, path: yaml_reader.Path, message: str,
+            at: tuple[int, int] | None) -> Problem:
+    if at is None or exercise._source is None:
+        return exercise.problem(path, message)
+    line, column = exercise._source.text_position(path, *at)
+    return Problem(exercise._file, line, yaml_reader.format_path(path), f"column {column}: {message}")
+
+
+@dataclass
+class Bank:
+    """The exercises that loaded, and the files that did not (each with its problems)."""
+
+    exercises: list[Exercise]
+    broken: list[tuple[Path, ExerciseError]]
+
+
+def exercise_files(paths: PathArg) -> list[Path]:
+    """Files named on the command line, and `*.exercise.yaml` files under folders, in order."""
+    found: list[Path] = []
+    for path in path_list(paths):
+        found.extend(sorted(path.rglob("*" + SUFFIX)) if path.is_dir() else [path])
+    return list(dict.fromkeys(found))
+
+
+def load_bank(paths: PathArg, strict: bool = False) -> Bank:
+    """Load every exercise under `paths`. A broken file is set aside in `broken` (or, if
+    `strict`, raised at once) and the others still load; ids must be unique in the bank."""
+    bank = Bank([], [])
+    for path in exercise_files(paths):
+        try:
+            bank.exercises.append(load_exercise(path))
+        except ExerciseError as exc:
+            if strict:
+                raise
+            bank.broken.append((path, exc))
+    by_id: dict[str, list[Exercise]] = {}
+    for exercise in bank.exercises:
+        by_id.setdefault(exercise.id, []).append(exercise)
+    for same in (group for group in by_id.values() if len(group) > 1):
+        for exercise in same:
+            others = ", ".join(f"{o._file}:{o.line_of('id')}" for o in same if o is not exercise)
+            error = ExerciseError([exercise.problem("id", f"the id {exercise.id!r} is also used "
+                                                          f"by {others}; give each its own id")])
+            if strict:
+                raise error
+            bank.broken.append((Path(exercise._file), error))
+    bank.exercises = [e for e in bank.exercises if len(by_id[e.id]) == 1]
+    return bank
+
+
+def path_list(paths: PathArg) -> list[Path]:
+    """One path or many, as a list of paths."""
+    if isinstance(paths, (str, os.PathLike)):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
+
+
+# --- pydantic's errors, said for someone editing YAML -------------------------------------------
+
+_BOOL_WORDS = {"yes", "no", "on", "off", "y", "n"}
+
+
+def _explain(exc: ValidationError, data: Any) -> list[tuple[yaml_reader.Path, str]]:
+    seen: dict[tuple[yaml_reader.Path, str], None] = {}
+    for error in exc.errors():
+        if error["type"] == "none_required":  # the None branch of an optional field
+            continue
+        path = _data_path(error["loc"], data, error["type"] == "missing")
+        seen.setdefault((path, _message(error, path)), None)
+    return list(seen)
+
+
+def _data_path(loc: tuple[Any, ...], data: Any, missing: bool) -> yaml_reader.Path:
+    """The path of `loc` in the data, without the parts that name pydantic's internals."""
+    path: list[str | int] = []
+    for i, step in enumerate(loc):
+        in_dict = isinstance(data, dict) and step in data
+        in_list = isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data)
+        if in_dict or in_list:
+            path.append(step)
+            data = data[step]
+        elif missing and i == len(loc) - 1:
+            path.append(step)
+    return tuple(path)
+
+
+def _message(error: Any, path: yaml_reader.Path) -> str:
+    kind, text, got = error["type"], error["msg"], error.get("input")
+    if kind == "missing":
+        return f"the key {path[-1]!r} is required here; add it"
+    if kind == "extra_forbidden":
+        allowed = schema_keys(path[:-1])
+        return (f"unknown key {path[-1]!r}{suggest(str(path[-1]), allowed)}; the keys here "
+                f"are {listing(allowed)}")
+    if kind == "model_type":
+        return (f"write a mapping here, with keys among {listing(schema_keys(path))}; not "
+                f"{show(got)}")
+    if kind == "bool_type" and isinstance(got, str) and got.lower() in _BOOL_WORDS:
+        return f"{got!r} is text here, not a boolean; write true or false"
+    if kind in ("value_error", "assertion_error"):
+        return text.split(", ", 1)[1]
+    if kind.endswith("_type") or kind in ("literal_error", "finite_number"):
+        return f"{text}, not {show(got)}"
+    return text

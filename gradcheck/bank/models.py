@@ -1,0 +1,468 @@
+"""The exercise format: pydantic models that are the one source of truth, and the loader.
+
+An exercise is one hand-written `*.exercise.yaml` file. The models below define every key (unknown
+keys are refused); the JSON Schema that editors use is generated from them
+(`python -m gradcheck.bank.schema --write-schema`). Loading a file checks, in order: the YAML
+(:mod:`gradcheck.bank.yaml_reader`), the models, then what no schema can say: the program parses, every
+name a check uses exists, every point gives every input. Each problem is reported as
+`file:line: field.path: message`; a bank with one broken file still loads the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import keyword
+import math
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
+
+from gradcheck.bank import yaml_reader
+from gradcheck.bank.problems import Problem, show
+from gradcheck.bank.sampling import Sampling
+from gradcheck.bank.tolerances import Tolerance as Closeness
+from gradcheck.bank.tolerances import Tolerances
+from gradcheck.program.language import MAX_VECTOR, Program, parse, remember
+from gradcheck.program.ops import Interval
+from gradcheck.program.session import ACTIONS, EXPECT_KINDS
+
+SUFFIX = ".exercise.yaml"
+SCHEMA_PATH = Path(__file__).parent / "schema" / "exercise.schema.json"
+SCHEMA_COMMENT = "# yaml-language-server: $schema="
+ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
+EXPECT_PATTERN = rf"^({'|'.join(EXPECT_KINDS)})\.[A-Za-z][A-Za-z0-9_]*$"
+
+#: A file or folder, or several.
+PathArg = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+Oracle = Literal["fd", "torch", "jax"]
+ORACLES: tuple[str, ...] = get_args(Oracle)
+Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
+
+
+# --- field types --------------------------------------------------------------------------------
+
+
+def _pattern(pattern: str, what: str) -> Any:
+    """A string type checked against `pattern`, with a message that says what to write."""
+
+    def check(text: str) -> str:
+        if not re.match(pattern, text) or keyword.iskeyword(text):
+            raise PydanticCustomError("pattern", f"{text!r} is not {what}")
+        return text
+
+    return Annotated[str, AfterValidator(check), WithJsonSchema({"type": "string",
+                                                                 "pattern": pattern})]
+
+
+Name = _pattern(NAME_PATTERN, "a usable name; use letters, digits and _, starting with a letter")
+ExerciseId = _pattern(ID_PATTERN, "a usable id; use lowercase letters, digits and -, starting "
+                                  "with a letter or a digit")
+Expect = _pattern(EXPECT_PATTERN, f"something to compare; write KIND.NAME with KIND one of "
+                                  f"{', '.join(EXPECT_KINDS)} (for example grad.x)")
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+def _hundredths(points: float) -> float:
+    if abs(points * 100 - round(points * 100)) > 1e-6:
+        raise PydanticCustomError("hundredths", f"{points} is finer than a hundredth of a point; "
+                                                "round it to two decimals")
+    return points
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _number_or_numbers(value: Any) -> float | list[float]:
+    if _is_number(value):
+        return float(value)
+    if (isinstance(value, list) and 1 <= len(value) <= MAX_VECTOR
+            and all(_is_number(v) for v in value)):
+        return [float(v) for v in value]
+    raise PydanticCustomError("number_or_numbers", "give a finite number or a list of 1 to "
+                              "{limit} finite numbers, not {got}",
+                              {"limit": MAX_VECTOR, "got": show(value)})
+
+
+#: A scalar (float) or a 1-D value (list of floats).
+Value = Annotated[float | list[float], PlainValidator(_number_or_numbers), WithJsonSchema(
+    {"anyOf": [{"type": "number"},
+               {"type": "array", "items": {"type": "number"}, "minItems": 1}]})]
+#: Input name -> a float (scalar input) or a list of floats (1-D input).
+Point = dict[Name, Value]
+
+
+def value_size(value: float | list[float]) -> int | None:
+    return len(value) if isinstance(value, list) else None
+
+
+# --- the models ---------------------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True,
+                              validate_by_name=True, validate_by_alias=True)
+
+
+class Domain(_Model):
+    """Where sampled values of an input come from (each element, for a 1-D input)."""
+
+    low: Finite
+    """Lower end of the interval."""
+    high: Finite
+    """Upper end of the interval."""
+    avoid: list[Finite] = []
+    """Points to keep away from, such as kinks (0 for relu and abs) and poles."""
+
+    def interval(self) -> Interval:
+        """The domain as the table of operations writes one."""
+        return Interval(self.low, self.high, tuple(self.avoid))
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Domain:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
+        return self
+
+
+class Input(_Model):
+    """One leaf of the program: a scalar or a 1-D tensor."""
+
+    value: Value
+    """A number (a scalar input) or a list of numbers (a 1-D input); the default point."""
+    requires_grad: bool = True
+    """Whether the leaf is made with `requires_grad=True` (its gradient is checked)."""
+    domain: Domain | None = None
+    """Where `sampled` draws this input from; without one it keeps its `value`."""
+
+    @property
+    def size(self) -> int | None:
+        """None for a scalar, else the length of the 1-D value."""
+        return value_size(self.value)
+
+
+class Tol(_Model):
+    """A tolerance: |a - b| <= atol + rtol * |b|."""
+
+    atol: NonNegative
+    """Absolute part."""
+    rtol: NonNegative
+    """Relative part."""
+
+
+class Tolerance(_Model):
+    """How close gradients must be; both parts of a pair are given together."""
+
+    analytic: Tol = Tol(atol=1e-12, rtol=1e-9)
+    """Against an analytic oracle (torch, jax)."""
+    fd: Tol = Tol(atol=1e-6, rtol=1e-5)
+    """Against finite differences."""
+
+    def pair(self) -> Tolerances:
+        """The same tolerances as the comparison uses them."""
+        return Tolerances(Closeness(self.analytic.atol, self.analytic.rtol),
+                          Closeness(self.fd.atol, self.fd.rtol))
+
+
+class _Check(_Model):
+    weight: Positive = 1.0
+    """Share of the exercise's points, relative to the other checks' weights."""
+
+
+class _OracleCheck(_Check):
+    oracles: list[Oracle] = Field(list(ORACLES), min_length=1)
+    """Which oracles the submission is compared with: fd, torch, jax."""
+
+
+class GradientsCheck(_OracleCheck):
+    """Gradients at the inputs' values and at the listed points, against the oracles."""
+
+    points: list[Point] = []
+    """More points, each giving every input (a number, or a list for a 1-D input)."""
+
+
+class SampledCheck(_OracleCheck):
+    """Gradients at points drawn from the inputs' domains (a fixed seed per run)."""
+
+    count: int = Field(20, ge=1, le=1000)
+    """How many points."""
+    margin: NonNegative = 0.05
+    """Minimum distance of a drawn value from its domain's edges and `avoid` points."""
+
+
+class Answer(_Model):
+    """A hand-derived answer; `validate` checks it against the oracles."""
+
+    at: Point | None = None
+    """The point, giving every input; default: the inputs' values."""
+    value: Finite | None = None
+    """The output's value there."""
+    grads: dict[Name, Value] = {}
+    """The gradient of the output with respect to each named input."""
+
+    @model_validator(mode="after")
+    def _something(self) -> Answer:
+        if self.value is None and not self.grads:
+            raise ValueError("give the output's `value`, some `grads`, or both")
+        return self
+
+
+class AnswersCheck(_OracleCheck):
+    """The submission's value and gradients at the answers' points (validate checks the answers
+    themselves against the oracles)."""
+
+    cases: list[Answer] = Field(min_length=1)
+    """The answers, one per point."""
+
+
+class GraphCheck(_Check):
+    """The graph at the inputs' values, compared with torch."""
+
+    names: list[Name] = Field(min_length=1)
+    """Inputs and variables whose `grad_fn` name, `is_leaf` and `requires_grad` are compared."""
+
+
+class Forward(_Model):
+    """Run the program again on the current leaves, rebinding every variable."""
+
+    no_grad: bool = False
+    """Run it inside `with no_grad():`."""
+
+
+class Backward(_Model):
+    """`of.backward(gradient=..., retain_graph=...)`."""
+
+    of: Name | None = None
+    """What to call backward on; default: the output."""
+    gradient: Value | None = None
+    """The `gradient` argument (for a non-scalar); default: none given."""
+    retain_graph: bool = False
+    """Keep the graph for another backward pass."""
+
+
+class Detach(_Model):
+    """`name = of.detach()`."""
+
+    name: Name
+    """The new variable."""
+    of: Name
+    """The variable to detach."""
+
+
+class Sgd(_Model):
+    """Under `no_grad()`: `p = p - lr * p.grad` for each parameter, then `p.requires_grad_()`."""
+
+    lr: Finite
+    """The learning rate."""
+    params: list[Name] = Field(min_length=1)
+    """The inputs to update."""
+
+
+class Step(_Model):
+    """One step of a behaviour session: exactly one action, then what to compare."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": [a]} for a in ACTIONS]})
+
+    forward: Forward | None = None
+    """Run the program again."""
+    backward: Backward | None = None
+    """Call backward."""
+    zero_grad: Annotated[list[Name], Field(min_length=1)] | SkipJsonSchema[None] = None
+    """Set the `.grad` of each to None."""
+    retain_grad: Annotated[list[Name], Field(min_length=1)] | SkipJsonSchema[None] = None
+    """Call `.retain_grad()` on each."""
+    detach: Detach | SkipJsonSchema[None] = None
+    """Make a detached copy."""
+    requires_grad: Annotated[dict[Name, bool], Field(min_length=1)] | SkipJsonSchema[None] = None
+    """Call `.requires_grad_(flag)` on each."""
+    sgd: Sgd | SkipJsonSchema[None] = None
+    """One step of gradient descent."""
+    expect: list[Expect] = []
+    """After the step, compare grad.NAME, value.NAME, requires_grad.NAME, is_leaf.NAME or
+    grad_fn.NAME (whether the step raised is always compared)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_action(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        present = [key for key in ACTIONS if key in data]
+        if len(present) != 1:
+            found = f"this one has {' and '.join(present)}" if present else "this one has none"
+            raise ValueError(f"a step has exactly one action ({', '.join(ACTIONS)}); {found}")
+        action = present[0]
+        if data[action] is None:
+            if action not in ("forward", "backward"):
+                raise ValueError(f"{action} needs a value; see the table of steps in "
+                                 "docs/exercise-format.md")
+            data = {**data, action: {}}  # `- backward:` means backward with no arguments
+        return data
+
+    @property
+    def action(self) -> str:
+        """The step's action key."""
+        return next(key for key in ACTIONS if getattr(self, key) is not None)
+
+
+class BehaviourCheck(_Check):
+    """Steps run on the submission and on torch, compared after each step."""
+
+    steps: list[Step] = Field(min_length=1)
+    """The session, after the program has run once on fresh leaves."""
+
+
+class Checks(_Model):
+    """What is graded; each check present is one graded item."""
+
+    gradients: GradientsCheck | None = None
+    """Gradients at listed points."""
+    sampled: SampledCheck | None = None
+    """Gradients at sampled points."""
+    answers: AnswersCheck | None = None
+    """Hand-derived answers."""
+    graph: GraphCheck | None = None
+    """The graph's structure."""
+    behaviour: BehaviourCheck | None = None
+    """A session of backward passes and grad handling."""
+
+    @model_validator(mode="after")
+    def _some(self) -> Checks:
+        if not self.present():
+            raise ValueError(f"add at least one check: {', '.join(Checks.model_fields)}")
+        return self
+
+    def present(self) -> list[str]:
+        """Names of the checks given, in the order of the format."""
+        return [name for name in Checks.model_fields if getattr(self, name) is not None]
+
+
+class Exercise(_Model):
+    """One exercise of a gradcheck bank."""
+
+    id: ExerciseId
+    """Unique in the bank: lowercase letters, digits and -."""
+    title: str = Field(min_length=1)
+    """Shown to students."""
+    topic: str = Field(min_length=1)
+    """The course module, such as 02-backward."""
+    points: Annotated[Positive, AfterValidator(_hundredths)]
+    """What the exercise is worth, in hundredths at most; split across its checks by weight."""
+    hint: str = ""
+    """Shown to students when a check fails."""
+    visibility: Visibility = "visible"
+    """When students see the results: visible, hidden, after_due_date, after_published."""
+    inputs: dict[Name, Input] = Field(min_length=1)
+    """The program's leaves, by name."""
+    program_text: str = Field(alias="program", min_length=1)
+    """Assignments in the program language, one per line."""
+    output: Name | None = None
+    """The variable whose gradients are checked; default: the last one assigned."""
+    checks: Checks
+    """What is graded."""
+    tolerance: Tolerance = Tolerance()
+    """How close is close enough."""
+    convention: Literal["torch", "jax"] | None = None
+    """At kinks, whose derivative is graded; by default points where oracles disagree are not."""
+    timeout: float = Field(10.0, gt=0, le=600)
+    """Seconds the whole exercise may take in the worker."""
+
+    _file: str = PrivateAttr("")
+    _source: yaml_reader.Source | None = PrivateAttr(None)
+    _program: Program | None = PrivateAttr(None)
+    _digest: str = PrivateAttr("")
+
+    @property
+    def path(self) -> Path | None:
+        """The file it was loaded from."""
+        return Path(self._file) if self._file else None
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the file's bytes (of the canonical YAML for an exercise built in code)."""
+        if not self._digest:
+            self._digest = hashlib.sha256(dump_exercise(self).encode()).hexdigest()
+        return self._digest
+
+    @property
+    def program(self) -> Program:
+        """The parsed program."""
+        if self._program is None:
+            self._program = parse_program(self)
+        return self._program
+
+    @property
+    def sizes(self) -> dict[str, int | None]:
+        """Input name -> None (scalar) or length."""
+        return {name: spec.size for name, spec in self.inputs.items()}
+
+    @property
+    def values(self) -> Point:
+        """The inputs' values as a point."""
+        return {name: spec.value for name, spec in self.inputs.items()}
+
+    @property
+    def grad_names(self) -> list[str]:
+        """Inputs that require grad, whose gradients are checked."""
+        return [name for name, spec in self.inputs.items() if spec.requires_grad]
+
+    def check_points(self, check: str, seed: int = 0) -> list[Point]:
+        """The points a gradient check is graded at: the inputs' values, then the listed points
+        (`gradients`); each case's point (`answers`); `count` points drawn from the domains,
+        reproducibly from `seed`, the other inputs at their values (`sampled`)."""
+        base = self.values
+        if check == "gradients":
+            return [base] + [{**base, **p} for p in self.checks.gradients.points]
+        if check == "answers":
+            return [{**base, **(case.at or {})} for case in self.checks.answers.cases]
+        return self.sampling(seed).draw()
+
+    def sampling(self, seed: int = 0) -> Sampling:
+        """How the `sampled` check's points are drawn at `seed`, without drawing them."""
+        domains = {n: i.domain.interval() for n, i in self.inputs.items() if i.domain}
+        return Sampling({n: self.sizes[n] for n in domains}, domains, self.checks.sampled.margin,
+                        self.checks.sampled.count, seed, self.values)
+
+    def line_of(self, field_path: str | tuple[str | int, ...]) -> int:
+        """The line of a field (or of its nearest written parent); 0 if not loaded from a file."""
+        return self._source.line_of(field_path) if self._source else 0
+
+    def problem(self, field_path: str | tuple[str | int, ...], message: str) -> Problem:
+        """A problem located at a field of this exercise."""
+        steps = yaml_reader.parse_path(field_path) if isinstance(field_path, str) else field_path
+        return Problem(self._file, self.line_of(steps), yaml_reader.format_path(steps), message)
+
+
+def parse_program(exercise: Exercise) -> Program:
+    program = parse(exercise.program_text, exercise.sizes)
+    if exercise.output is not None and exercise.output in program.names:
+        program = dataclasses.replace(program, output_name=exercise.output)
+    return remember(program)  # the grader's requests for it then need no second parse
+
+
+def dump_exercise(exercise: Exercise, schema_line: str = "") -> str:
+    """YAML text of an exercise (defaults left out) that loads back to an equal exercise."""
+    data = exercise.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    return (schema_line + "\n" if schema_line else "") + yaml_reader.dump(data)

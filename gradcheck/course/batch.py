@@ -1,0 +1,399 @@
+"""`gradcheck grade-batch`: a class's submissions, graded in parallel, gathered in a gradebook.
+
+Each submission is graded by its own `gradcheck grade` process (with its own sandboxed worker),
+`-j` at a time, so that nothing a submission does, not even a grader fault or a hang past every
+timeout, can reach another one: a process still running after `--submission-timeout` seconds is
+killed with everything it started, and the batch goes on. Each submission gets
+`OUT/<name>/results.json` (Gradescope's format, written as grading goes) and `grader.log` (what
+its grader printed); `OUT/gradebook.csv` has one row per submission, rewritten as each finishes.
+
+torch and jax answer the same for every submission, so they run once for the whole batch: without
+`--key`, an answer key is built first (`OUT/key.json`, see gradcheck/grading/answer_key.py) and every submission
+is graded with it and its seed. Without torch or jax installed, submissions are graded live.
+
+`--worker-user UID` runs each submission's worker as a user of its own (the batch must run as
+root; docs/security.md): job slot k of `-j N` uses uid UID + k, so no two workers running at once
+share a user, whose processes RLIMIT_NPROC counts together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import queue
+import secrets
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.loader import Bank, load_bank
+from gradcheck.engine.sandbox import preflight
+from gradcheck.grading import answer_key
+from gradcheck.grading.grader import GraderError
+from gradcheck.grading.results import GradeReport
+from gradcheck.grading.score import total
+from gradcheck.reports import atomic_write
+from gradcheck.reports.gradescope import write_results_json
+
+GRADEBOOK = "gradebook.csv"
+COLUMNS = ("submission", "score", "max", "status", "time")
+#: Exit status when some submission could not be graded (timeout, grader error or crash).
+NOT_ALL_GRADED = 1
+CANNOT_RUN = 2
+#: Seconds after which a submission's grading is killed, unless --submission-timeout says.
+SUBMISSION_TIMEOUT = 900.0
+
+
+@dataclass
+class Row:
+    """One submission's line in the gradebook."""
+
+    submission: str
+    score: float
+    max: float
+    status: str  # graded | timeout | error | crashed
+    time: float
+    note: str = ""  # why it is not graded, for the progress line
+
+
+def submissions(folder: Path) -> list[Path]:
+    """Every `*.py` file and every subfolder of `folder`, hidden ones and caches left out."""
+    return sorted(path for path in folder.iterdir()
+                  if not path.name.startswith((".", "__"))
+                  and (path.is_dir() or path.suffix == ".py"))
+
+
+def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
+                key: Path | None, seed: int | None, timeout: float | None,
+                memory_mb: int | None, submission_timeout: float,
+                junit: bool = False, worker_user: int | None = None,
+                worker_python: str | None = None) -> list[Row]:
+    """Grade every submission in `folder`; return the gradebook's rows in submission order.
+
+    `junit`: also write `OUT/<name>/junit.xml`, hidden exercises' messages included (for an
+    instructor's tools, such as `gradcheck mutants`). `worker_user`: the uid of job slot 0's
+    workers (slot k's is `worker_user + k`); `worker_python`: the Python the workers run.
+    """
+    bank = load_bank(exercises)
+    if not bank.exercises:
+        raise GraderError("no exercise to grade in " + ", ".join(map(str, exercises)))
+    max_score = total(exercise.points for exercise in bank.exercises)
+    if worker_user is not None:
+        _warn_if_open([*([key] if key else []), *(p for p in exercises if p != bank_dir())],
+                      worker_user, jobs)
+    key, seed = _answer_key(bank, out, exercises, key, seed)
+    entries = submissions(folder)
+    print(f"grading {len(entries)} submissions on {len(bank.exercises)} exercises, seed {seed}, "
+          f"{jobs} at a time" + (f", answer key {key}" if key else ", oracles live"),
+          file=sys.stderr)
+    command = [sys.executable, "-m", "gradcheck", "grade", "--quiet", "--seed", str(seed)]
+    for path in exercises:
+        command += ["--exercises", str(path)]
+    if key:
+        command += ["--key", str(key)]
+    if timeout:
+        command += ["--timeout", str(timeout)]
+    if memory_mb:
+        command += ["--memory-mb", str(memory_mb)]
+    if junit:
+        command += ["--show-hidden"]
+    if worker_python:
+        command += ["--worker-python", worker_python]
+    rows: dict[str, Row] = {}
+    running = _Running()
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()  # the job slots free now
+    for slot in range(jobs):
+        slots.put(slot)
+
+    def grade(entry: Path) -> Row:
+        slot = slots.get()
+        try:
+            user = [] if worker_user is None else ["--worker-user", str(worker_user + slot)]
+            return _grade_one([*command, *user], entry, out / entry.name, max_score,
+                              submission_timeout, running, junit)
+        finally:
+            slots.put(slot)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(grade, entry) for entry in entries]
+        try:
+            for done, future in enumerate(as_completed(futures), start=1):
+                row = future.result()
+                rows[row.submission] = row
+                _write_gradebook(out / GRADEBOOK, [rows[e.name] for e in entries
+                                                   if e.name in rows])
+                print(f"[{done}/{len(entries)}] {row.submission}: {row.score:g}/{row.max:g} "
+                      f"{row.status} in {row.time:.1f} s" + (f" ({row.note})" if row.note else ""),
+                      file=sys.stderr)
+        finally:  # on an interruption: start no more graders, kill those running
+            for future in futures:
+                future.cancel()
+            running.stop()
+    return [rows[entry.name] for entry in entries]
+
+
+def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
+                seed: int | None) -> tuple[Path | None, int]:
+    """The key to grade with and its seed: the given one, checked, or one built now."""
+    if key is not None:
+        loaded = answer_key.load(key)
+        if seed is not None and seed != loaded.seed:
+            raise GraderError(f"the answer key {key} was built with seed {loaded.seed}, not "
+                              f"{seed}; leave out --seed or build a key with seed {seed}")
+        for sentence in loaded.stale(bank):
+            print(f"warning: {sentence}: graded live, torch and jax imported by every grader; "
+                  "rebuild the key with `gradcheck key build`", file=sys.stderr)
+        return key, loaded.seed
+    seed = secrets.randbelow(2**32) if seed is None else seed
+    built = out / "key.json"
+    command = [sys.executable, "-m", "gradcheck", "key", "build", "--seed", str(seed),
+               "--out", str(built)]
+    for path in exercises:
+        command += ["--exercises", str(path)]
+    print("running torch and jax once for the whole batch: building an answer key",
+          file=sys.stderr)
+    built.unlink(missing_ok=True)
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if not built.is_file():  # torch or jax missing, or a fault: the graders run them themselves
+        print(f"{done.stderr.strip()}\nno answer key: every submission is graded live",
+              file=sys.stderr)
+        return None, seed
+    return built, seed
+
+
+def _warn_if_open(paths: list[Path], worker_user: int, jobs: int) -> None:
+    """Warn, once, of the answer key and exercises that the workers' users could read."""
+    open_ = [str(path) for path in paths if _readable_by_others(path)]
+    if open_:
+        users = f"uid {worker_user}" + (f" to {worker_user + jobs - 1}" if jobs > 1 else "")
+        print(f"warning: the workers' users ({users}) may read {', '.join(open_)}: a submission "
+              f"could copy answers from them. Make them root's alone: chmod go-rwx "
+              f"{' '.join(open_)} (docs/security.md)", file=sys.stderr)
+
+
+def _readable_by_others(path: Path) -> bool:
+    """Whether a user who neither owns `path` nor is in its group (a worker's user) may read it,
+    or a file under it: each folder on the way must let others in, the file let them read."""
+    path = path.resolve()
+    if not all(_mode(folder) & stat.S_IXOTH for folder in path.parents):
+        return False
+    if not path.is_dir():
+        return bool(_mode(path) & stat.S_IROTH)
+    for folder, subfolders, files in os.walk(path):
+        if not _mode(Path(folder)) & stat.S_IXOTH:
+            subfolders.clear()  # others cannot enter it: nothing below it is theirs to read
+        elif any(_mode(Path(folder, name)) & stat.S_IROTH for name in files):
+            return True
+    return False
+
+
+def _mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode
+    except OSError:  # a broken link: nothing to read
+        return 0
+
+
+class _Running:
+    """The graders running now, so that an interrupted batch leaves none behind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._stopped = False
+
+    def add(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.add(proc)
+            if self._stopped:  # started just as the batch stopped
+                _kill_group(proc)
+
+    def discard(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop(self) -> None:
+        """Kill every running grader, and any started from now on."""
+        with self._lock:
+            self._stopped = True
+            for proc in self._procs:
+                _kill_group(proc)
+
+
+def _grade_one(command: list[str], submission: Path, folder: Path, max_score: float,
+               limit: float, running: _Running, junit: bool) -> Row:
+    """Grade one submission in its own `gradcheck grade` process, killed after `limit` s."""
+    folder.mkdir(parents=True, exist_ok=True)
+    results, report = folder / "results.json", folder / "junit.xml"
+    results.unlink(missing_ok=True)  # never read an earlier batch's file as this one's
+    report.unlink(missing_ok=True)
+    if junit:
+        command = [*command, "--junit", str(report)]
+    started = time.monotonic()
+    with open(folder / "grader.log", "wb") as log:
+        proc = subprocess.Popen([*command, "--results-json", str(results), str(submission)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        running.add(proc)
+        try:
+            code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            code = None
+        finally:
+            running.discard(proc)
+    elapsed = time.monotonic() - started
+    row = Row(submission.name, 0.0, max_score, "graded", round(elapsed, 2))
+    if code is None:
+        row.status, row.note = "timeout", f"stopped after {limit:g} s"
+    elif code != 0:
+        row.status = "error" if code == CANNOT_RUN else "crashed"
+        row.note = _last_line(folder / "grader.log") or f"exit status {code}"
+    if results.is_file():
+        row.score = _score(results)
+    else:
+        why = row.note or "the grader wrote no results"
+        report = GradeReport(submission=submission.name, seed=0)
+        write_results_json(report, results, incomplete=f"The grader did not finish: {why}.")
+    return row
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a grader and its process group; its worker dies with it (PR_SET_PDEATHSIG)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _score(results: Path) -> float:
+    try:
+        return float(json.loads(results.read_text())["score"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _last_line(log: Path) -> str:
+    lines = log.read_text(errors="replace").strip().splitlines()
+    return lines[-1][:300] if lines else ""
+
+
+def _write_gradebook(path: Path, rows: list[Row]) -> None:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow([row.submission, f"{row.score:g}", f"{row.max:g}", row.status,
+                         f"{row.time:.2f}"])
+    atomic_write(path, buffer.getvalue())
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """`gradcheck grade-batch`."""
+    p = subparsers.add_parser(
+        "grade-batch", help="grade every submission in a folder, in parallel",
+        description="Grade each *.py file and each subfolder (a package) of SUBMISSIONS_DIR as "
+                    "one submission, JOBS at a time; write OUT/<submission>/results.json and "
+                    "OUT/gradebook.csv (submission, score, max, status, time). Status is graded, "
+                    "timeout, error (the grader could not run) or crashed.")
+    p.add_argument("folder", metavar="SUBMISSIONS_DIR", type=Path)
+    p.add_argument("-j", "--jobs", type=job_count, default=len(os.sched_getaffinity(0)),
+                   help="submissions graded at once (default: the number of CPUs)")
+    p.add_argument("--out", metavar="DIR", type=Path, required=True,
+                   help="where the results and the gradebook go")
+    p.add_argument("--key", metavar="FILE", type=Path,
+                   help="an answer key (default: one is built for the batch in OUT/key.json)")
+    p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
+                   help="exercise files or folders (repeatable; default: the bundled bank)")
+    p.add_argument("--seed", type=int, help="the seed of sampled points (default: the key's, or "
+                                            "a new one)")
+    p.add_argument("--timeout", metavar="S", type=float,
+                   help="seconds per exercise, unless an exercise says")
+    p.add_argument("--memory-mb", metavar="MB", type=int, help="memory limit of each worker")
+    p.add_argument("--submission-timeout", metavar="S", type=float,
+                   default=SUBMISSION_TIMEOUT,
+                   help="kill a submission's grading after S seconds (default %(default)g)")
+    p.add_argument("--worker-user", metavar="UID", type=user_id,
+                   help="run the workers as users of their own (the batch must run as root): "
+                        "job slot k of -j N uses uid UID+k, as no two workers running at once "
+                        "may share a user; keep the key and exercises unreadable by them "
+                        "(docs/security.md)")
+    p.add_argument("--worker-python", metavar="PATH",
+                   help="the Python the workers run (default: the grader's own); with "
+                        "--worker-user, one those users may run")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the batch: 0 when every submission was graded, 1 when some were not, 2 on bad input."""
+    problem = _argument_problem(args)
+    if problem:
+        print(f"gradcheck grade-batch: {problem}", file=sys.stderr)
+        return CANNOT_RUN
+    # A batch stopped by SIGTERM (a scheduler's time limit) stops its graders, as on Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        rows = grade_batch(args.folder, args.out, jobs=args.jobs,
+                           exercises=args.exercises or [bank_dir()], key=args.key,
+                           seed=args.seed, timeout=args.timeout, memory_mb=args.memory_mb,
+                           submission_timeout=args.submission_timeout,
+                           worker_user=args.worker_user, worker_python=args.worker_python)
+    except GraderError as error:
+        print(f"gradcheck grade-batch: {error}", file=sys.stderr)
+        return CANNOT_RUN
+    print(f"wrote {args.out / GRADEBOOK}: {len(rows)} submissions, "
+          f"{sum(row.status == 'graded' for row in rows)} graded", file=sys.stderr)
+    return 0 if all(row.status == "graded" for row in rows) else NOT_ALL_GRADED
+
+
+def _argument_problem(args: argparse.Namespace) -> str:
+    if not args.folder.is_dir():
+        return f"{args.folder}: no such folder of submissions"
+    for path in args.exercises or []:
+        if not path.exists():
+            return f"--exercises {path}: no such file or folder"
+    if args.key is not None and not args.key.is_file():
+        return f"--key {args.key}: no such file"
+    if args.out.resolve().is_relative_to(args.folder.resolve()):
+        return f"--out {args.out} is inside {args.folder}: its folders would be graded next time"
+    return worker_problem(args.folder, args.worker_user, args.worker_python)
+
+
+def worker_problem(submissions: Path, user: int | None, python: str | None) -> str:
+    """What is wrong with --worker-user and --worker-python for a submission, or a folder of
+    them, or "": checked once, before grading, rather than failing in every worker."""
+    if python and not os.access(python, os.X_OK):
+        return f"--worker-python {python}: no such program"
+    if user is not None:
+        return preflight(submissions, user, python or sys.executable)
+    return ""
+
+
+def job_count(text: str) -> int:
+    """A -j value: a whole number of jobs, at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of jobs >= 1")
+    return value
+
+
+def user_id(text: str) -> int:
+    """A --worker-user value: a user id, not root's."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a user id >= 1 (not root's 0)")
+    return value

@@ -1,0 +1,151 @@
+"""`gradcheck init DIR`: a course folder that works in its first hour.
+
+    DIR/README.md                     the course's commands, for its instructors
+    DIR/exercises/                    the bundled bank (or, with --empty, one example exercise)
+    DIR/schema/exercise.schema.json   what each exercise's first line points editors to
+    DIR/student/                      the template of the students' repositories:
+        engine.py ...                 the starter engine (examples/starter/ in gradcheck)
+        README.md                     for students: write, grade, read the feedback, push
+        .github/workflows/grade.yml   grades engine.py on every push
+        .github/gradcheck-requirements.txt   the gradcheck that the workflow installs
+
+The student template gets its exercises and answer key from `gradcheck bundle classroom`
+(gradcheck/course/bundle.py), which publishes the visible exercises only: hidden ones never leave the
+instructors' folder except inside the Gradescope autograder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from gradcheck import __version__
+from gradcheck.bank.bundled import bank_dir, starter_path
+from gradcheck.bank.loader import exercise_files
+from gradcheck.bank.schema import SCHEMA_COMMENT, SCHEMA_PATH
+
+#: The student's module, as the starter names it and the workflow and autograder grade it.
+ENGINE = "engine.py"
+#: Where a course keeps the schema, relative to its folder (and to the student template's).
+SCHEMA = Path("schema") / "exercise.schema.json"
+#: The exercise of the bundled bank that `init --empty` copies, as a model to write others by.
+EXAMPLE = Path("02-backward") / "chain-rule.exercise.yaml"
+TEMPLATES = Path(__file__).with_name("templates")
+WORKFLOW = Path(".github") / "workflows" / "grade.yml"
+REQUIREMENTS = Path(".github") / "gradcheck-requirements.txt"
+
+
+class CourseError(Exception):
+    """A course folder cannot be made as asked; the message says why and what to do."""
+
+
+def default_requirement() -> str:
+    """What a student workflow or an autograder installs unless told: this very version, which
+    is the one answer keys built here are valid for."""
+    return f"gradcheck=={__version__}"
+
+
+def init_course(folder: Path, *, empty: bool = False, requirement: str | None = None
+                ) -> list[Path]:
+    """Lay out a new course in `folder` (absent or empty); return the files written."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise CourseError(f"{folder} already exists and is not an empty folder; give a new one")
+    requirement = check_requirement(requirement or default_requirement())
+    bank = bank_dir()
+    files = [bank / EXAMPLE] if empty else exercise_files(bank)
+    written = copy_exercises(files, bank, folder / "exercises", schema=folder / SCHEMA)
+    written.append(_write(folder / SCHEMA, SCHEMA_PATH.read_text(encoding="utf-8")))
+    readme = _template("course-README.md").replace("@TITLE@", folder.resolve().name)
+    written.append(_write(folder / "README.md", readme))
+    written.append(_write(folder / ".gitignore", "__pycache__/\nautograder.zip\n"))
+    written += write_student_template(folder / "student", requirement)
+    return written
+
+
+def write_student_template(folder: Path, requirement: str) -> list[Path]:
+    """The starter engine, the students' README and the grading workflow, in `folder`."""
+    starter = starter_path()
+    written = []
+    for file in sorted(starter.rglob("*")):
+        if file.is_file() and "__pycache__" not in file.parts:
+            written.append(_write(folder / file.relative_to(starter), file.read_text("utf-8")))
+    if not (folder / ENGINE).is_file():
+        raise CourseError(f"the starter in {starter} has no {ENGINE}; gradcheck is incomplete")
+    written.append(_write(folder / "README.md", _template("student-README.md")))
+    written.append(_write(folder / WORKFLOW, _template("grade.yml")))
+    written.append(_write(folder / REQUIREMENTS, requirement + "\n"))
+    written.append(_write(folder / ".gitignore", "__pycache__/\n"))
+    return written
+
+
+def check_requirement(requirement: str) -> str:
+    """A pip requirement on one line (a name with a version, or `name @ URL`)."""
+    requirement = requirement.strip()
+    if not requirement or "\n" in requirement or requirement.startswith("-"):
+        raise CourseError(f"--gradcheck {requirement!r}: give one pip requirement, such as "
+                          f"{default_requirement()} or 'gradcheck @ git+https://...'")
+    return requirement
+
+
+def copy_exercises(files: list[Path], source: Path, target: Path, *, schema: Path
+                   ) -> list[Path]:
+    """Copy exercise files from under `source` to the same places under `target`, their first
+    line pointing to `schema` (the file a course keeps) by a path relative to each copy."""
+    written = []
+    for file in files:
+        copy = target / file.relative_to(source)
+        text = file.read_text(encoding="utf-8")
+        first, newline, rest = text.partition("\n")
+        if not first.startswith(SCHEMA_COMMENT):
+            rest, newline = text, "\n"
+        line = SCHEMA_COMMENT + Path(os.path.relpath(schema, copy.parent)).as_posix()
+        written.append(_write(copy, line + newline + rest))
+    return written
+
+
+def _template(name: str) -> str:
+    return (TEMPLATES / name).read_text(encoding="utf-8").replace("@VERSION@", __version__)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """`gradcheck init`."""
+    p = subparsers.add_parser(
+        "init", help="start a course: exercises, the student starter, CI for students",
+        description="Make a course folder: the bundled exercise bank (or one example exercise), "
+                    "its schema, a README of the course's commands, and student/, the template "
+                    "of students' repositories (the starter engine, a README for students and a "
+                    "GitHub Actions workflow that grades engine.py on every push).")
+    p.add_argument("folder", metavar="DIR", type=Path, help="a new or empty folder")
+    p.add_argument("--empty", action="store_true",
+                   help="start with one example exercise instead of the whole bundled bank")
+    p.add_argument("--gradcheck", metavar="REQUIREMENT",
+                   help="the pip requirement the students' workflow installs (default: "
+                        f"{default_requirement()}, the version that builds your answer keys)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Make the course; 2 when it cannot be made."""
+    try:
+        written = init_course(args.folder, empty=args.empty, requirement=args.gradcheck)
+    except (CourseError, OSError) as error:
+        print(f"gradcheck init: {error}", file=sys.stderr)
+        return 2
+    exercises = sum(path.name.endswith(".exercise.yaml") for path in written)
+    print(f"made {args.folder}: {exercises} exercise(s), the student template in "
+          f"{args.folder / 'student'}. Next, from {args.folder}: see README.md, or run\n"
+          "  gradcheck validate exercises\n"
+          "  gradcheck key build --exercises exercises --out key.json\n"
+          "  gradcheck bundle classroom --exercises exercises --key key.json --out student")
+    return 0

@@ -1,0 +1,217 @@
+"""`gradcheck validate`: check an exercise bank before it is published.
+
+Static checks, which run nothing: every file loads (YAML, schema, program, names, points), ids are
+unique, each file is named `*.exercise.yaml` and starts with the schema line that editors use,
+and sampled domains keep clear of the kinks and poles of operations applied to an input. Then the
+oracles: at the listed points and over each domain the three oracles agree (a disagreement is
+classified and shown, unless the exercise grades it by a `convention`), and hand-derived answers
+equal what they compute. Last, the reference engine is graded on every exercise and must pass
+every check. Each check of one exercise is a function in `STATIC_CHECKS` or
+`ORACLE_CHECKS`; checks of the reference engine join them the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from gradcheck import oracles
+from gradcheck.bank.loader import exercise_files, load_bank, path_list
+from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
+from gradcheck.bank.problems import Problem
+from gradcheck.bank.schema import SCHEMA_COMMENT, schema_comment
+from gradcheck.grading import compare
+from gradcheck.program.ops import OPS
+
+Check = Callable[[Exercise], list[Problem]]
+
+
+def validate(paths: PathArg, static: bool = False) -> list[Problem]:
+    """Every problem found in the exercises under `paths` (files or folders); with `static`,
+    only what can be found without the oracles."""
+    paths = path_list(paths)
+    problems = [Problem(str(p), 0, "", "no such file or folder") for p in paths if not p.exists()]
+    files = exercise_files([p for p in paths if p.exists()])
+    if not files and not problems:
+        problems.append(Problem(", ".join(map(str, paths)), 0, "",
+                                f"no *{SUFFIX} files here; name exercise files *{SUFFIX}"))
+    for file in files:
+        problems += file_problems(file)
+    bank = load_bank(files)
+    for _, error in bank.broken:
+        problems += error.problems
+    checks = STATIC_CHECKS if static else STATIC_CHECKS + ORACLE_CHECKS
+    for exercise in bank.exercises:
+        for check in checks:
+            problems += check(exercise)
+    if not static:
+        problems += reference_problems(bank.exercises)
+    return problems
+
+
+def reference_problems(exercises: Sequence[Exercise]) -> list[Problem]:
+    """Every check of every exercise must pass on the reference engine: proof that the exercise
+    is gradable, and that its behaviour steps run the same on torch and on the reference."""
+    from gradcheck.grading.grader import Grader
+
+    problems = []
+    with Grader("reference", seed=SEED) as grader:
+        for exercise in exercises:
+            for result in grader.grade_exercise(exercise):
+                if result.status != "passed":
+                    problems.append(exercise.problem(
+                        ("checks", result.check),
+                        f"the reference engine does not pass this check ({result.status}): "
+                        f"{result.message.splitlines()[0] if result.message else ''}; fix the "
+                        "exercise, or report a bug in the reference engine"))
+    return problems
+
+
+def file_problems(file: Path) -> list[Problem]:
+    """The file's name and first line: what makes the bank collect it and editors check it."""
+    problems = []
+    if not file.name.endswith(SUFFIX):
+        problems.append(Problem(str(file), 0, "", f"name the file *{SUFFIX}, or the bank will "
+                                                  "not collect it"))
+    try:
+        with file.open(encoding="utf-8") as stream:
+            first = stream.readline().strip()
+    except (OSError, UnicodeDecodeError):
+        return problems  # loading the file reports why it cannot be read
+    wanted = schema_comment(file)
+    if not first.startswith(SCHEMA_COMMENT):
+        problems.append(Problem(str(file), 1, "", f"start the file with `{wanted}` so that "
+                                                  "editors check and complete it"))
+        return problems
+    target = first[len(SCHEMA_COMMENT):].strip()
+    if "://" not in target and not (file.parent / target).is_file():
+        problems.append(Problem(str(file), 1, "", f"the schema {target!r} does not exist from "
+                                                  f"here; write `{wanted}`"))
+    return problems
+
+
+def domain_problems(exercise: Exercise) -> list[Problem]:
+    """Sampled domains must avoid the kinks and poles of operations applied to an input.
+
+    Points where an operation is not differentiable are those its argument's sampling interval
+    avoids in the table of operations (0 for relu, abs and a denominator).
+    """
+    if exercise.checks.sampled is None:
+        return []
+    program, problems = exercise.program, []
+    for node in program.nodes:
+        if node.op not in OPS:
+            continue
+        for arg, interval in zip(node.args, OPS[node.op].domains):
+            leaf = program.nodes[arg]
+            domain = exercise.inputs[leaf.name].domain if leaf.op == "input" else None
+            if domain is None:
+                continue
+            for point in interval.avoid:
+                if domain.low < point < domain.high and point not in domain.avoid:
+                    problems.append(exercise.problem(
+                        ("inputs", leaf.name, "domain"),
+                        f"`{node.text}` (program line {node.line}) has no derivative at "
+                        f"{leaf.name} = {point:g}, inside this domain; add {point:g} to `avoid`"))
+    return problems
+
+
+def agreement_problems(exercise: Exercise) -> list[Problem]:
+    """Where the oracles disagree at the listed points and at points drawn from the domains."""
+    problems = []
+    if exercise.checks.gradients:
+        agreement = _agreement(exercise, exercise.check_points("gradients"),
+                               exercise.checks.gradients.oracles)
+        problems += _disagreements(exercise, agreement, lambda i: (
+            ("checks", "gradients", "points", i - 1) if i else ("inputs",)), "move the point")
+    if exercise.checks.sampled:
+        agreement = _agreement(exercise, exercise.check_points("sampled", SEED),
+                               exercise.checks.sampled.oracles)
+        problems += _disagreements(exercise, agreement, lambda i: ("checks", "sampled"),
+                                   "narrow the domains, `avoid` the point")
+    return problems
+
+
+def answer_problems(exercise: Exercise) -> list[Problem]:
+    """Hand-derived answers must equal what the oracles compute at the same points."""
+    answers = exercise.checks.answers
+    if answers is None:
+        return []
+    agreement = _agreement(exercise, exercise.check_points("answers"), answers.oracles)
+    problems = _disagreements(exercise, agreement, lambda i: ("checks", "answers", "cases", i),
+                              "choose another point")
+    for quantity in agreement.quantities:
+        for i, case in enumerate(answers.cases):
+            given = case.value if quantity.name == "value" else case.grads.get(quantity.name)
+            if given is None or not quantity.graded[i].all():
+                continue
+            expected = quantity.expected[i]
+            if not quantity.tolerance.close(np.ravel(given), expected).all():
+                field = ("value",) if quantity.name == "value" else ("grads", quantity.name)
+                computed = expected.tolist() if quantity.size else float(expected[0])
+                problems.append(exercise.problem(
+                    ("checks", "answers", "cases", i, *field),
+                    f"{quantity.label} is {given} by hand, but the oracles give {computed}; "
+                    "correct the answer (or the program)"))
+    return problems
+
+
+#: Seed of the points drawn for the `sampled` check (grading draws with a seed of its own).
+SEED = 0
+#: How many disagreements of one check are shown.
+SHOWN = 3
+
+
+def _agreement(exercise: Exercise, points: list[Point], chosen: Sequence[str]
+               ) -> compare.Agreement:
+    results = oracles.compute(exercise.program, points, exercise.grad_names, chosen)
+    return compare.agree(exercise.program, results, exercise.grad_names, points,
+                         exercise.tolerance.pair(), exercise.convention)
+
+
+def _disagreements(exercise: Exercise, agreement: compare.Agreement,
+                   where: Callable[[int], tuple[str | int, ...]], fix: str) -> list[Problem]:
+    """One problem per value the oracles disagree on and no `convention` decides (a few shown)."""
+    found = [d for d in agreement.disagreements() if d.graded_by is None]
+    problems = [exercise.problem(where(d.point), f"the oracles disagree ({d.reason}): "
+                                 f"{d.describe(agreement.point_text(d.point))}; {fix}, or set "
+                                 "`convention` to grade it as torch or jax does")
+                for d in found[:SHOWN]]
+    if len(found) > SHOWN:
+        problems.append(exercise.problem(where(found[SHOWN].point),
+                                         f"... and {len(found) - SHOWN} more disagreements"))
+    return problems
+
+
+#: Checks of one loaded exercise that run nothing, in order.
+STATIC_CHECKS: list[Check] = [domain_problems]
+#: Checks that ask the oracles (they import torch and jax).
+ORACLE_CHECKS: list[Check] = [agreement_problems, answer_problems]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`gradcheck validate [PATHS]`: print `file:line: field: message` per problem; 1 if any."""
+    from gradcheck.bank.bundled import bank_dir
+
+    parser = argparse.ArgumentParser(prog="gradcheck validate",
+                                     description="Check an exercise bank before publishing it.")
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help=f"*{SUFFIX} files or folders (default: the bundled bank)")
+    parser.add_argument("--static", action="store_true",
+                        help="only the checks that need no oracle (no torch or jax; fast)")
+    args = parser.parse_args(argv)
+    paths = args.paths or [bank_dir()]
+    problems = validate(paths, static=args.static)
+    for problem in problems:
+        print(problem)
+    count = len(exercise_files([p for p in paths if p.exists()]))
+    print(f"{count} exercise file(s), {len(problems)} problem(s)", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The census of a worker's processes, and the limits read from it: which processes belong to the
+worker (its session and every descendant, a child that called setsid() included), how much memory
+they use with each shared page counted once, and how to stop and kill them all, fork loops too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Callable, Iterable
+
+RESCAN = 1.0  # seconds after which the worker's processes are looked for afresh regardless
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class Census:
+    """The worker's processes, as last found in /proc.
+
+    A scan of /proc costs a read per process on the machine, after every request; it is skipped
+    when the kernel's last process id is the one seen before the previous scan (no process or
+    thread was created anywhere since, so the worker's can only be fewer) and that scan is recent.
+    """
+
+    def __init__(self) -> None:
+        self.last_pid: int | None = None
+        self.at = -RESCAN
+        self.pids: frozenset[int] | None = None
+
+    def processes(self, session: int) -> list[tuple[int, int, int]]:
+        """(pid, threads, resident bytes) of the session's processes now, as :func:`members`."""
+        last, now = _last_pid(), time.monotonic()
+        if last is None or self.pids is None or self.last_pid != last or now - self.at >= RESCAN:
+            found = members(session)
+            self.last_pid, self.at, self.pids = last, now, frozenset(pid for pid, *_ in found)
+            return found
+        return members(session, among=self.pids)
+
+
+def _last_pid() -> int | None:
+    """The process id the kernel handed out last (a thread takes one too), or None if unknown."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[4])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def members(session: int, roots: set[int] = frozenset(),
+             among: Iterable[int] | None = None) -> list[tuple[int, int, int]]:
+    """(pid, threads, resident bytes) of each live process in `session`, in `roots`, or
+    descending from one of those (a child that called setsid() is found through its parent);
+    looked for among all processes, or only `among` these pids."""
+    stats: dict[int, tuple[int, int, int, int]] = {}
+    for name in (os.listdir("/proc") if among is None else map(str, among)):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:  # it exited meanwhile
+            continue
+        fields = data[data.rindex(b")") + 2:].split()
+        if fields[0] != b"Z":  # zombies hold no memory and run nothing
+            stats[int(name)] = (int(fields[1]), int(fields[3]), int(fields[17]),
+                                int(fields[21]) * _PAGE)
+    found = {pid for pid, (_, sid, _, _) in stats.items() if sid == session or pid in roots}
+    while True:
+        more = {pid for pid, (ppid, *_) in stats.items() if ppid in found} - found
+        if not more:
+            break
+        found |= more
+    return [(pid, stats[pid][2], stats[pid][3]) for pid in found]
+
+
+def uses_more_than(members: list[tuple[int, int, int]], limit: int) -> bool:
+    """Whether the processes use more than `limit` bytes, each shared page counted once (the sum
+    of their PSS; a sum of resident sizes would count the pages of every fork again). A PSS is
+    never above the resident size, so while the resident sizes add up to less than half the
+    limit (room for the kernel's lagging counters) the PSS, which takes a walk of each process's
+    pages to read, is not read."""
+    if sum(rss for _, _, rss in members) < limit // 2:
+        return False
+    total = 0
+    for pid, _, rss in members:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+                pss = next(line for line in f if line.startswith(b"Pss:"))
+            total += int(pss.split()[1]) << 10
+        except (OSError, StopIteration):  # gone, or a kernel without smaps_rollup
+            total += rss
+    return total > limit
+
+
+def kill_all(session: int) -> None:
+    """Stop every process of the worker's session and its descendants, until no new one
+    appears (a stopped process cannot fork, and a stopped parent keeps its children findable
+    even after they leave the session), then kill them all. A process orphaned by a double
+    fork is found too: the worker is a child subreaper, so such orphans become its children."""
+    stopped: set[int] = set()
+    for _ in range(1000):
+        new = {pid for pid, *_ in members(session, stopped)} - stopped
+        if not new:
+            break
+        for pid in new:
+            _signal_quietly(pid, signal.SIGSTOP)
+        stopped |= new
+        # Trusted as stopped only once /proc says so: a fork under way when SIGSTOP came still
+        # makes its child, and the next scan must see that child.
+        _wait_for(new, lambda state: state in (None, b"T", b"t", b"Z", b"X"))
+    for pid in stopped:
+        _signal_quietly(pid, signal.SIGKILL)
+    _wait_for(stopped, lambda state: state in (None, b"Z", b"X"))  # dying takes a moment
+
+
+def _wait_for(pids: set[int], done: Callable[[bytes | None], bool]) -> None:
+    """Poll the state of `pids` (None once gone) for up to a second until `done` holds for all."""
+    for _ in range(200):
+        if all(done(_state(pid)) for pid in pids):
+            return
+        time.sleep(0.005)
+
+
+def _state(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2:].split()[0]
+
+
+def _signal_quietly(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass

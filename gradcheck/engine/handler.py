@@ -1,0 +1,177 @@
+"""What is asked of an engine: which operations it has, gradients, graph facts, behaviour steps
+and a per-node trace.
+
+`handle(engine, request)` is the one entry point. The worker calls it on a submission; the grader
+calls it in its own process on :mod:`gradcheck.engine.torch_engine` to learn torch's behaviour, so
+both sides of every comparison come from the same code. Only plain JSON data leaves: floats,
+lists of floats, None, bools, short strings and error records.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Mapping
+
+from gradcheck.engine import steps
+from gradcheck.engine.run import (
+    Progress,
+    Record,
+    Run,
+    plain_grad,
+    plain_value,
+    read_field,
+    type_name,
+)
+from gradcheck.engine.wire import GRAPH_FIELDS, check_request
+from gradcheck.program.language import Program, engine_apply, evaluate
+from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
+
+#: Where an engine can be, as progress frames name it; the text completes "timed out after 10 s".
+PHASES = {
+    "start": "before the request began",
+    "import": "while importing the submission",
+    "inspect": "while checking which operations the engine has",
+    "forward": "in the forward pass",
+    "backward": "in backward()",
+    "read": "while reading values and gradients (.tolist(), .grad)",
+    "zero_grad": "while setting .grad = None",
+    "retain_grad": "in retain_grad()",
+    "detach": "in detach()",
+    "requires_grad": "in requires_grad_()",
+    "sgd": "in a gradient descent step",
+}
+
+_PROTOCOL_NAMES = ("tolist", "backward", "retain_grad", "detach", "requires_grad_", "grad",
+                   "requires_grad", "is_leaf", "grad_fn")
+_DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow"}
+
+
+
+def handle(engine: Any, request: Mapping[str, Any], progress: Progress | None = None) -> Record:
+    """Answer one request on `engine`, calling `progress(phase)` whenever the phase changes."""
+    program = check_request(request)
+    run = Run(engine, progress)
+    with warnings.catch_warnings():  # torch warns on reading a non-leaf's .grad
+        warnings.simplefilter("ignore")
+        return _HANDLERS[request["kind"]](run, program, request)
+
+
+def _inspect(run: Run, program: None, request: Mapping[str, Any]) -> Record:
+    run.enter("inspect")
+    missing: dict[str, list[str]] = {}
+    for name in ("tensor", "no_grad"):
+        if not callable(getattr(run.engine, name, None)):
+            missing[name] = [f"the module has no {name}()"]
+    error = None
+    if "tensor" not in missing:
+        for label, data, vector in (("tensor(1.0)", 1.0, False),
+                                    ("tensor([1.0, 2.0])", [1.0, 2.0], True)):
+            try:
+                for name, why in _missing_on(run.engine.tensor(data, requires_grad=True), vector):
+                    missing.setdefault(name, []).append(f"tensors made by {label} {why}")
+            except Exception as exc:
+                error = error or run.error(exc)
+                reason = str(run.error(exc)["message"]).strip().splitlines()[:1]
+                # a scalar engine without 1-D tensors loses only the programs that index
+                lacking = "select" if vector and "tensor" not in missing else "tensor"
+                missing.setdefault(lacking, []).append(
+                    f"{label} raised {type_name(exc)}{': ' + reason[0][:200] if reason else ''}")
+    order = ["tensor", "no_grad", *OPS, *_PROTOCOL_NAMES]
+    names = sorted(missing, key=order.index)
+    return {"missing": names, "details": {n: "; ".join(missing[n]) for n in names},
+            "error": error}
+
+
+def _missing_on(t: Any, vector: bool) -> list[tuple[str, str]]:
+    """(name, why) for each protocol name `t` lacks; operators are looked up on its type."""
+    found = []
+    for op in OPS.values():
+        if op.kind == BINARY:
+            dunder = _DUNDER[op.symbol]
+            names = (f"__{dunder}__", f"__r{dunder}__")
+            lacks = [name for name in names if not hasattr(type(t), name)]
+        elif op.kind == UNARY:
+            lacks = [] if hasattr(type(t), "__neg__") else ["__neg__"]
+        elif op.kind == SELECT:
+            lacks = [] if not vector or hasattr(type(t), "__getitem__") else ["__getitem__"]
+        else:  # FUNCTION, REDUCTION: methods
+            lacks = [] if hasattr(t, op.name) else [op.name]
+        if lacks:
+            found.append((op.name, f"have no {' or '.join(lacks)}"))
+    found += [(name, f"have no {name}") for name in _PROTOCOL_NAMES if not hasattr(t, name)]
+    return found
+
+
+def _gradients(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
+    grad = set(request["requires_grad"])
+    return {"results": [_gradients_at(run, program, point, grad) for point in request["points"]]}
+
+
+def _gradients_at(run: Run, program: Program, point: Mapping[str, Any], grad: set[str]) -> Record:
+    result: Record = {"value": None, "grads": dict.fromkeys(program.inputs), "error": None}
+    try:
+        leaves = run.leaves(program, point, grad)
+        out = run.forward(program, leaves)[program.output_name]
+        run.enter("read")
+        result["value"] = plain_value(out, program.output_name)
+        run.enter("backward")
+        out.backward()
+        run.enter("read")
+        for name, leaf in leaves.items():
+            result["grads"][name] = plain_grad(leaf.grad, name)
+    except Exception as exc:
+        result["error"] = run.error(exc)
+    return result
+
+
+def _graph(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
+    try:
+        env = run.forward(program, run.leaves(program, request["point"],
+                                              set(request["requires_grad"])))
+    except Exception as exc:
+        return {"nodes": {}, "error": run.error(exc)}
+    run.enter("read")
+    nodes = {name: {kind: run.attempt(lambda k=kind, n=name: read_field(k, env[n], n))
+                    for kind in GRAPH_FIELDS} for name in request["names"]}
+    return {"nodes": nodes, "error": None}
+
+
+def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
+    try:
+        leaves = run.leaves(program, request["point"], set(request["requires_grad"]))
+        run.enter("forward")
+        values = evaluate(program, leaves, engine_apply)
+    except Exception as exc:
+        return {"nodes": [], "error": run.error(exc)}
+    shown = [i for i, node in enumerate(program.nodes) if node.op != "const"]
+    grads: dict[int, Any] = {}
+    run.enter("retain_grad")
+    for i in shown:
+        if program.nodes[i].op != "input":
+            try:
+                values[i].retain_grad()
+            except Exception as exc:
+                grads[i] = {"error": run.error(exc)}
+    error = None
+    try:
+        run.enter("backward")
+        values[program.output].backward()
+    except Exception as exc:
+        error = run.error(exc)
+    run.enter("read")
+    nodes = []
+    for i in shown:
+        node = program.nodes[i]
+        label = node.name or node.text or f"node {i}"
+        if i not in grads:
+            grads[i] = run.attempt(lambda i=i, label=label: plain_grad(values[i].grad, label))
+        nodes.append({"id": i, "name": node.name, "op": node.op, "text": node.text,
+                      "value": run.attempt(lambda i=i, label=label: plain_value(values[i], label)),
+                      "grad": grads[i]})
+    return {"nodes": nodes, "error": error}
+
+
+_HANDLERS: dict[str, Callable[[Run, Any, Mapping[str, Any]], Record]] = {
+    "inspect": _inspect, "gradients": _gradients, "graph": _graph, "behaviour": steps.behaviour,
+    "trace": _trace,
+}

@@ -1,0 +1,162 @@
+"""One request on one engine: the phase it is in, errors recorded with that phase, and plain data
+read out of the engine's objects.
+
+Converting what an engine returns is done defensively (a float subclass becomes the float it
+stores, a grad left as a string becomes a named `ProtocolError`), so that honest mistakes are
+reported plainly. This is not the security boundary: code running in the worker can fool the
+worker. The grader trusts only the JSON it receives, after :func:`gradcheck.engine.wire.check_reply`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from gradcheck.engine.wire import ProtocolError
+from gradcheck.program.language import MAX_VECTOR, Program, engine_apply, evaluate
+
+Progress = Callable[[str], None]
+Record = dict[str, Any]
+
+MAX_MESSAGE = 1000  # characters kept of an exception's message
+MAX_NAME = 200  # characters kept of a grad_fn name
+
+
+def type_name(obj: Any) -> str:
+    """The real name of `obj`'s class (a metaclass cannot make it lie)."""
+    return type.__dict__["__name__"].__get__(type(obj))
+
+
+def error_record(exc: BaseException, phase: str) -> dict[str, str]:
+    """`{"type", "message", "phase"}` of an exception, as plain strings."""
+    try:
+        message = str.__str__(str(exc))
+    except Exception:
+        message = "(its message could not be read)"
+    return {"type": type_name(exc), "message": message[:MAX_MESSAGE], "phase": phase}
+
+
+def _is_number(x: Any) -> bool:
+    cls = type(x)
+    return issubclass(cls, float) or (issubclass(cls, int) and not issubclass(cls, bool))
+
+
+def _number(x: Any) -> float:
+    # float.__float__ reads the stored double: a subclass's own __float__ or __eq__ play no part.
+    return float.__float__(x) if issubclass(type(x), float) else float(int.__index__(x))
+
+
+def plain_numbers(x: Any, what: str) -> float | list[float]:
+    """A number or a flat list of numbers, as plain floats."""
+    cls = type(x)
+    if _is_number(x):
+        return _number(x)
+    if issubclass(cls, (list, tuple)):
+        base = list if issubclass(cls, list) else tuple
+        if base.__len__(x) > MAX_VECTOR:
+            raise ProtocolError(f"{what} has {base.__len__(x)} elements; at most {MAX_VECTOR} "
+                                "are expected")
+        items = list(base.__iter__(x))
+        for i, item in enumerate(items):
+            if not _is_number(item):
+                raise ProtocolError(f"element {i} of {what} is a {type_name(item)}, not a number")
+        return [_number(item) for item in items]
+    raise ProtocolError(f"{what} is a {type_name(x)}, not a number or a list of numbers")
+
+
+def plain_value(t: Any, what: str) -> float | list[float]:
+    """The value of a tensor through `tolist()` (a constant is already a number)."""
+    if _is_number(t):
+        return _number(t)
+    return plain_numbers(t.tolist(), f"{what}.tolist()")
+
+
+def plain_grad(g: Any, what: str) -> float | list[float] | None:
+    """A `.grad`: None, a tensor, a number or a list of numbers."""
+    if g is None:
+        return None
+    if _is_number(g) or issubclass(type(g), (list, tuple)):
+        return plain_numbers(g, f"{what}.grad")
+    tolist = getattr(g, "tolist", None)
+    if not callable(tolist):
+        raise ProtocolError(f"backward left {what}.grad as a {type_name(g)}; it should be None, "
+                            "a tensor, a number or a list of numbers")
+    return plain_numbers(tolist(), f"{what}.grad.tolist()")
+
+
+def plain_flag(x: Any, what: str) -> bool:
+    """`requires_grad` or `is_leaf`: exactly True or False."""
+    if type(x) is not bool:
+        raise ProtocolError(f"{what} is a {type_name(x)}, not True or False")
+    return x
+
+
+def plain_grad_fn(fn: Any, what: str) -> str | None:
+    """The name of a `.grad_fn` (None for leaves and untracked results)."""
+    if fn is None:
+        return None
+    name = fn.name()
+    if not issubclass(type(name), str):
+        raise ProtocolError(f"{what}.grad_fn.name() returned a {type_name(name)}, not a str")
+    return str.__str__(name)[:MAX_NAME]
+
+
+def read_field(kind: str, obj: Any, name: str) -> Any:
+    if kind == "grad":
+        return plain_grad(obj.grad, name)
+    if kind == "value":
+        return plain_value(obj, name)
+    if kind == "grad_fn":
+        return plain_grad_fn(obj.grad_fn, name)
+    return plain_flag(getattr(obj, kind), f"{name}.{kind}")  # requires_grad, is_leaf
+
+
+class Run:
+    """One request on one engine: the phase it is in, and errors recorded with that phase."""
+
+    def __init__(self, engine: Any, progress: Progress | None) -> None:
+        self.engine = engine
+        self.progress = progress
+        self.phase = ""
+
+    def enter(self, phase: str) -> None:
+        if phase != self.phase:
+            self.phase = phase
+            if self.progress is not None:
+                self.progress(phase)
+
+    def error(self, exc: Exception) -> dict[str, str]:
+        if isinstance(exc, MemoryError):
+            raise exc  # the worker's state is suspect: the whole request fails, the worker restarts
+        return error_record(exc, self.phase)
+
+    def attempt(self, read: Callable[[], Any]) -> Any:
+        """A plain value, or `{"error": record}` when reading it raised."""
+        try:
+            return read()
+        except Exception as exc:
+            return {"error": self.error(exc)}
+
+    def leaves(self, program: Program, point: Mapping[str, Any], grad: set[str]) -> dict:
+        self.enter("forward")
+        return {name: self.engine.tensor(floats(point[name]), requires_grad=name in grad)
+                for name in program.inputs}
+
+    def forward(self, program: Program, leaves: Mapping[str, Any], no_grad: bool = False) -> dict:
+        """Every variable of the program, bound to what the engine computed."""
+        self.enter("forward")
+        if no_grad:
+            with self.engine.no_grad():
+                values = evaluate(program, leaves, engine_apply)
+        else:
+            values = evaluate(program, leaves, engine_apply)
+        return {name: values[i] for name, i in program.names.items()}
+
+
+def floats(value: Any) -> float | list[float]:
+    return [float(v) for v in value] if isinstance(value, list) else float(value)
+
+
+def lookup(env: Mapping[str, Any], name: str) -> Any:
+    if name not in env:
+        raise NameError(f"{name} was never made (an earlier step failed)")
+    return env[name]

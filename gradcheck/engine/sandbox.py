@@ -1,0 +1,531 @@
+"""The grader's side of the worker process: start it, ask it, time it out, kill it, restart it.
+
+A submission never runs in the grader's process. `Worker` keeps one worker subprocess
+(:mod:`gradcheck.engine.worker`) per submission alive across requests. `request` returns the worker's
+reply, checked against the shape the probe gives (:func:`gradcheck.engine.requests.check_reply`), or a
+`Failure` that says plainly what happened ("timed out after 10 s in backward()"). After a failure
+the worker's processes are all killed and a new worker starts with the next request; only the
+request that failed is lost. A submission that cannot be imported fails every request with the
+same `Failure`, which carries the traceback.
+
+Limits, and who enforces them:
+
+- wall time, per request: the grader, which kills the worker (and `import_timeout` for the import);
+- memory: RLIMIT_DATA in the worker (the engine gets a MemoryError, which ends the request; not
+  RLIMIT_AS, because torch and numpy reserve far more address space than they use), and the
+  proportional set size of all the worker's processes, polled by the grader (shared memory and
+  forks escape RLIMIT_DATA);
+- processes and threads: counted by the grader over the worker's session and its descendants;
+  RLIMIT_NPROC too when the worker runs as a user of its own (`user`). RLIMIT_NPROC does not
+  apply to root, and a writable cgroup v2 `pids` controller cannot be assumed (this machine has
+  none), so the count is polled; on a failure every process is stopped, then killed. A process
+  orphaned inside the worker's tree is adopted by the worker (a child subreaper, below), unless
+  the submission undoes that on purpose: then it escapes, and bounding it is the container's part.
+  Finding the worker's processes means reading every process in /proc (per-task children lists
+  are a kernel option this machine lacks), so a poll scans again only when the kernel has handed
+  out a process id since the last scan, or a second has passed; otherwise no process or thread
+  can have been started anywhere, and the processes found last time are looked at again;
+- output: stdout and stderr go to files the grader reads (keeping the first `keep_output` bytes of
+  each) and empties after every request; more than `max_output` bytes in one request fail it.
+  RLIMIT_FSIZE (`max_output` + 1 MB, with SIGXFSZ's default action restored) stops a flood at
+  the write that goes past it, and caps any file the worker writes;
+- CPU time: RLIMIT_CPU over the worker's life, a backstop for a worker left spinning;
+- no core dumps; a session of its own; killed when the grader dies (PR_SET_PDEATHSIG);
+- the worker is a child subreaper (PR_SET_CHILD_SUBREAPER), so a process that daemonises (fork,
+  setsid, fork, exit) stays its descendant and is killed with it, unless the submission turns
+  that off on purpose; the processes are stopped before they are killed, so a fork loop cannot
+  outrun the kill.
+
+With CAP_SYS_RESOURCE a submission could raise its own rlimits; the polled limits hold
+regardless. Running the grader as an unprivileged user in a container is the platform's part.
+
+A worker of another user (`user`) can fail only late, in its first request, when that user cannot
+run its Python or read gradcheck or the submission; `preflight` checks all three beforehand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from gradcheck.engine import census, handler, run, wire
+from gradcheck.engine.worker import BOOTSTRAP, HEADER, MAX_FRAME, PACKAGE, pack
+
+POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
+MAX_DETAIL = 20_000  # characters kept of a traceback (its end) or an exception's message
+_GRADCHECK_DIR = str(Path(__file__).resolve().parent.parent)  # the gradcheck package folder
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A request the worker could not answer.
+
+    `kind` is one of timeout, exit, signal, memory, tasks, output, cpu, raised, protocol, import;
+    `message` is a sentence for the student; `phase` is where the engine was (a key of
+    :data:`gradcheck.engine.requests.PHASES`); `detail` holds a traceback or an exception's message.
+    """
+
+    kind: str
+    message: str
+    phase: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+class Worker:
+    """One submission's worker process, started on the first request and after each failure.
+
+    The worker dies with the thread that started it (PR_SET_PDEATHSIG): use a Worker from the
+    thread that made its first request, or from one that outlives it."""
+
+    def __init__(self, submission: str | Path, *, memory_mb: int | None = 1024,
+                 cpu_seconds: int = 3600, max_output: int = 1_000_000,
+                 keep_output: int = 20_000, max_tasks: int = 256,
+                 import_timeout: float = 60.0, python: str = sys.executable,
+                 forbid: Sequence[str] = (), user: int | None = None) -> None:
+        self.submission = Path(submission).resolve()
+        #: run the worker as this user and group id, with no other groups (the grader must be
+        #: root): it can then neither signal nor trace the grader, nor read or write what that
+        #: user may not, and RLIMIT_NPROC caps its processes in the kernel (docs/security.md).
+        self.user = user
+        #: top-level modules the submission cannot import (torch and jax, when grading from an
+        #: answer key): a deterrent, not a wall; see docs/security.md.
+        self.forbid = tuple(forbid)
+        self.memory_mb = memory_mb
+        self.cpu_seconds = cpu_seconds
+        self.max_output = max_output
+        self._file_limit = max_output + 1_000_000  # RLIMIT_FSIZE: room to see a flood go past
+        self._printed = 0  # bytes printed since the output was last collected
+        self.keep_output = keep_output
+        self.max_tasks = max_tasks
+        self.import_timeout = import_timeout
+        self.python = python
+        #: set once the submission failed to import; every later request returns it.
+        self.import_failure: Failure | None = None
+        #: how many worker processes were started (1 + restarts).
+        self.starts = 0
+        #: seconds spent starting workers and importing the submission, over all starts.
+        self.import_seconds = 0.0
+        #: bytes of output not kept.
+        self.dropped = 0
+        self._kept = {"stdout": bytearray(), "stderr": bytearray()}
+        self._dir = Path(tempfile.mkdtemp(prefix="gradcheck-worker-"))
+        self._home = self._dir / "home"  # the worker's cwd, HOME and TMPDIR
+        self._home.mkdir()
+        if user is not None:
+            os.chmod(self._dir, 0o711)  # the worker may enter its home, not list the grader's files
+            os.chown(self._home, user, user)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._buffer = bytearray()
+        self._eof = False
+        self._phase = ""
+        self._next_scan = 0.0
+        self._census = census.Census()  # the worker's processes, as last found in /proc
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill the worker and every process it started; remove its files."""
+        if self._proc is not None:
+            self._stop()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    @property
+    def pid(self) -> int | None:
+        """The running worker's process id (also its session id), if one is running."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def output(self) -> str:
+        """What the submission printed so far, truncated, with how much was dropped."""
+        parts = [f"--- {name} ---\n{data.decode('utf-8', 'replace')}"
+                 for name, data in self._kept.items() if data]
+        if self.dropped:
+            parts.append(f"[gradcheck dropped {self.dropped} more bytes of output]")
+        return "\n".join(parts)
+
+    def request(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | Failure:
+        """The worker's reply to `request` (see gradcheck.engine.requests), or why there is none.
+
+        Raises gradcheck.engine.requests.RequestError for a malformed request (a grader bug)."""
+        wire.check_request(request)
+        if self.import_failure is not None:
+            return self.import_failure
+        if self._proc is None:
+            failure = self._start()
+            if failure is not None:
+                self.import_failure = failure
+                return failure
+        self._phase = "start"
+        deadline = time.monotonic() + timeout
+        assert self._sock is not None
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(pack(dict(request)))
+        except TimeoutError:  # the worker stopped reading requests
+            return self._fail("timeout", f"timed out after {timeout:g} s {self._where()}")
+        except OSError:
+            if self._exited():
+                return self._exit_failure()
+            return self._fail("protocol", f"the engine closed the grader's channel "
+                              f"{self._where()}")
+        frame = self._wait(deadline, timeout)
+        if isinstance(frame, Failure):
+            return frame
+        failure = self._over_limits()
+        if failure is not None:
+            return failure
+        self._collect_output()
+        return self._reply(request, frame)
+
+    # --- starting ----------------------------------------------------------------------------
+
+    def _start(self) -> Failure | None:
+        self.starts += 1
+        began = time.monotonic()
+        parent, child = socket.socketpair()
+        streams = {name: os.open(self._dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                   for name in self._kept}
+        config = {"fd": child.fileno(), "parent": os.getpid(), "submission": str(self.submission),
+                  "limits": self._limits(), "forbid": list(self.forbid)}
+        try:
+            self._proc = subprocess.Popen(
+                _command(self.python, BOOTSTRAP, json.dumps(config)),
+                stdin=subprocess.DEVNULL, stdout=streams["stdout"], stderr=streams["stderr"],
+                cwd=self._home, env=_environment(self._home), pass_fds=(child.fileno(),),
+                start_new_session=True, **_as_user(self.user))
+        finally:
+            child.close()
+            for fd in streams.values():
+                os.close(fd)
+        self._sock = parent
+        self._buffer.clear()
+        self._eof = False
+        self._phase = "import"
+        frame = self._wait(time.monotonic() + self.import_timeout, self.import_timeout)
+        self.import_seconds += time.monotonic() - began
+        self._collect_output()
+        if isinstance(frame, Failure):
+            return frame
+        if frame.get("ready") is True:
+            return None
+        record = frame.get("import_error")
+        if isinstance(record, dict) and all(isinstance(record.get(k), str)
+                                            for k in ("type", "message", "traceback")):
+            self._stop()
+            return Failure("import", f"the submission could not be imported: "
+                           f"{record['type'][:100]}: {record['message'][:run.MAX_MESSAGE]}",
+                           "import", record["traceback"][-MAX_DETAIL:])
+        return self._fail("protocol", "the engine sent something other than a reply while "
+                          "being imported")
+
+    def _limits(self) -> dict[str, tuple[int, int]]:
+        limits = {"cpu": (self.cpu_seconds, self.cpu_seconds + 5),  # SIGXCPU before SIGKILL
+                  "fsize": (self._file_limit,) * 2, "core": (0, 0)}
+        if self.memory_mb is not None:
+            limits["data"] = (self.memory_mb << 20,) * 2
+        if self.user is not None:  # counted per user: it caps only a worker with a user of its own
+            limits["nproc"] = (self.max_tasks,) * 2
+        return limits
+
+    # --- waiting -----------------------------------------------------------------------------
+
+    def _wait(self, deadline: float, timeout: float) -> dict[str, Any] | Failure:
+        """The next frame that is not progress, or the failure that came first."""
+        while True:
+            exited = self._exited()  # checked first: frames sent before exiting are read first
+            self._receive(0.001 if exited else min(POLL, max(deadline - time.monotonic(), 0.001)))
+            # Every frame received is handled before the checks, so a failure is named with the
+            # phase the worker was really in.
+            while (frame := self._pop_frame()) is not None:
+                if not (isinstance(frame, dict) and set(frame) == {"phase"}):
+                    return frame
+                if frame["phase"] in handler.PHASES:  # any other text is not the worker's
+                    self._phase = frame["phase"]
+            if exited:
+                return self._exit_failure()
+            if self._eof:  # the channel closed: the worker is exiting, or broke it
+                for _ in range(20):
+                    time.sleep(POLL)
+                    if self._exited():
+                        return self._exit_failure()
+                return self._fail("protocol", f"the engine closed the grader's channel "
+                                  f"{self._where()}")
+            failure = self._watch(deadline, timeout)
+            if failure is not None:
+                return failure
+
+    def _receive(self, wait: float) -> None:
+        """Add what the worker sent to the buffer, waiting at most `wait` s for something."""
+        assert self._sock is not None
+        if self._eof:
+            return
+        self._sock.settimeout(wait)
+        try:
+            chunk = self._sock.recv(1 << 20)
+        except TimeoutError:
+            return
+        self._eof = not chunk
+        self._buffer += chunk
+
+    def _pop_frame(self) -> dict[str, Any] | Failure | None:
+        """The first complete frame in the buffer, if there is one."""
+        end = self._frame_end()
+        if end > HEADER.size + MAX_FRAME:  # refused before it is read: it could be 4 GB
+            return self._fail("protocol", f"the engine wrote garbage to the grader's channel "
+                              f"{self._where()}")
+        if len(self._buffer) < end:
+            return None
+        body = bytes(self._buffer[HEADER.size:end])
+        del self._buffer[:end]
+        try:
+            frame = json.loads(body)
+        except ValueError:
+            frame = None
+        if not isinstance(frame, dict):
+            return self._fail("protocol", f"the engine wrote garbage to the grader's channel "
+                              f"{self._where()}")
+        return frame
+
+    def _frame_end(self) -> int:
+        """How many buffered bytes the first frame needs (the header alone, until it is read)."""
+        if len(self._buffer) < HEADER.size:
+            return HEADER.size
+        return HEADER.size + HEADER.unpack(self._buffer[:HEADER.size])[0]
+
+    def _exited(self) -> bool:
+        """Whether the worker exited; it stays unreaped, so its pid and group are not reused."""
+        assert self._proc is not None
+        return os.waitid(os.P_PID, self._proc.pid,
+                         os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def _watch(self, deadline: float, timeout: float) -> Failure | None:
+        """A failure if the worker ran out of time or broke a polled limit."""
+        now = time.monotonic()
+        if now >= deadline:
+            return self._fail("timeout", f"timed out after {timeout:g} s {self._where()}")
+        if now >= self._next_scan:
+            self._next_scan = now + POLL
+            return self._over_limits()
+        return None
+
+    def _over_limits(self) -> Failure | None:
+        assert self._proc is not None
+        members = self._census.processes(self._proc.pid)
+        if sum(threads for _, threads, _ in members) > self.max_tasks:
+            return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
+                              f"or threads {self._where()}")
+        if self.memory_mb is not None and census.uses_more_than(members, self.memory_mb << 20):
+            return self._fail("memory", self._memory_message())
+        printed = sum(os.stat(self._dir / name).st_size for name in self._kept)
+        if printed > self.max_output:
+            return self._fail("output", f"the engine printed more than {_bytes(self.max_output)} "
+                              f"{self._where()}")
+        return None
+
+    # --- endings -----------------------------------------------------------------------------
+
+    def _reply(self, request: Mapping[str, Any], frame: dict[str, Any]) -> dict[str, Any] | Failure:
+        if set(frame) == {"reply"}:
+            try:
+                wire.check_reply(request, frame["reply"])
+            except wire.ProtocolError as exc:
+                return self._fail("protocol", f"the engine sent a {exc} {self._where()}")
+            return frame["reply"]
+        record = frame.get("fatal")
+        if set(frame) == {"fatal"} and isinstance(record, dict) and all(
+                isinstance(record.get(k), str) for k in ("type", "message")):
+            name, text = record["type"][:100], record["message"][:100]
+            kind, what = {
+                "MemoryError": ("memory", ""),
+                "SystemExit": ("exit", f"the engine called sys.exit({text})"),
+            }.get(name, ("raised", f"the engine raised {name}"))
+            message = self._memory_message() if kind == "memory" else f"{what} {self._where()}"
+            return self._fail(kind, message, record["message"][:MAX_DETAIL])
+        if set(frame) == {"request_error"}:  # cannot happen: the request was checked here
+            return self._fail("protocol", f"the worker refused the request: "
+                              f"{str(frame['request_error'])[:run.MAX_MESSAGE]}")
+        return self._fail("protocol", f"the engine sent something other than a reply "
+                          f"{self._where()}")
+
+    def _exit_failure(self) -> Failure:
+        phase = self._phase
+        code = self._stop()
+        where = _where(phase)
+        if code >= 0:
+            return Failure("exit", f"the engine exited with code {code} {where}", phase)
+        if -code == signal.SIGXCPU:
+            return Failure("cpu", f"the engine used more than {self.cpu_seconds} s of CPU time "
+                           f"{where}", phase)
+        if -code == signal.SIGXFSZ:  # a write went past RLIMIT_FSIZE
+            if self._printed > self.max_output:
+                return Failure("output", f"the engine printed more than "
+                               f"{_bytes(self.max_output)} {where}", phase)
+            return Failure("output", f"the engine wrote a file larger than "
+                           f"{_bytes(self._file_limit)} {where}", phase)
+        return Failure("signal", f"the engine crashed with signal {signal.Signals(-code).name} "
+                       f"{where}", phase)
+
+    def _fail(self, kind: str, message: str, detail: str = "") -> Failure:
+        phase = self._phase
+        self._stop()
+        return Failure(kind, message, phase, detail)
+
+    def _stop(self) -> int:
+        """Kill the worker and everything it started, reap it, keep its output; its exit code."""
+        assert self._proc is not None and self._sock is not None
+        census.kill_all(self._proc.pid)
+        code = self._proc.wait()
+        self._sock.close()
+        self._proc = self._sock = None
+        self._census = census.Census()
+        self._collect_output()
+        return code
+
+    def _collect_output(self) -> None:
+        """Keep the head of what was printed, count the rest, and empty the files."""
+        self._printed = 0
+        for name, kept in self._kept.items():
+            with open(self._dir / name, "rb+") as f:
+                size = os.fstat(f.fileno()).st_size
+                data = f.read(min(size, max(self.keep_output - len(kept), 0)))
+                kept += data
+                self.dropped += size - len(data)
+                self._printed += size
+                f.truncate(0)
+
+    def _where(self) -> str:
+        return _where(self._phase)
+
+    def _memory_message(self) -> str:
+        limit = f" (limit {self.memory_mb} MB)" if self.memory_mb is not None else ""
+        return f"the engine ran out of memory{limit} {self._where()}"
+
+
+def _command(python: str, program: str, argument: str) -> list[str]:
+    """How the sandbox runs a program of gradcheck's: -s -P -B, so no user site, no cwd on
+    sys.path, no bytecode written into the submission's folder (not -I, which would ignore
+    PYTHONHASHSEED); the gradcheck folder, then one argument."""
+    return [python, "-s", "-P", "-B", "-c", program, _GRADCHECK_DIR, argument]
+
+
+def _environment(home: Path) -> dict[str, str]:
+    """The worker's whole environment: nothing of the grader's."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home),
+            "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}  # set iteration order, as in every other run
+
+
+def _as_user(user: int | None) -> dict[str, Any]:
+    """Popen's options that run a process as `user`, with that group and no other."""
+    return {} if user is None else {"user": user, "group": user, "extra_groups": []}
+
+
+# --- before grading: can a worker of another user start at all? --------------------------------
+
+#: what `preflight` runs as the worker's user, given the gradcheck folder and the submission: the
+#: worker's own start, up to importing gradcheck.engine.worker, then a read of every file and folder of
+#: the submission, which is not imported. It prints "started" once the interpreter runs,
+#: "imported" once gradcheck.engine.worker is, and, as JSON, the first path it could not reach (or the
+#: first folder above it that this user may not enter).
+_PREFLIGHT = "print('started', flush=True)\n" + PACKAGE + """import gradcheck.engine.worker
+print('imported', flush=True)
+import json, os
+
+
+def unreachable(error):
+    path = error.filename
+    above = [path]
+    while os.path.dirname(above[-1]) != above[-1]:
+        above.append(os.path.dirname(above[-1]))
+    closed = [folder for folder in above[:0:-1] if not os.access(folder, os.X_OK)]
+    print(json.dumps({"path": (closed or [path])[0], "error": error.strerror or str(error)}))
+    raise SystemExit(3)
+
+
+try:
+    if os.path.isdir(sys.argv[2]):
+        for folder, _, files in os.walk(sys.argv[2], onerror=unreachable):
+            for name in files:
+                open(os.path.join(folder, name), "rb").close()
+    else:
+        open(sys.argv[2], "rb").close()
+except OSError as error:
+    unreachable(error)
+"""
+_ADVICE = "see docs/security.md, 'The worker as another user'"
+
+
+def preflight(submission: str | Path, user: int, python: str = sys.executable,
+              timeout: float = 60.0) -> str:
+    """Why a worker run as `user` with `python` could not start, import gradcheck's worker module
+    or read every file of `submission`: a sentence naming the uid, the path and what to do; ""
+    if it could. Run once before grading, so that such a setup is refused plainly instead of
+    failing in the worker: a PermissionError blamed on gradcheck, or an unreadable submission
+    blamed on its author. No code of the submission runs."""
+    who = f"the worker's user (uid {user})"
+    if os.geteuid() != 0:
+        return (f"only root may start a worker as another user (uid {user}); run the grader as "
+                "root, or leave out --worker-user")
+    submission = Path(submission).resolve()
+    try:
+        done = subprocess.run(_command(python, _PREFLIGHT, str(submission)),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              errors="replace", cwd="/", env=_environment(Path("/")),
+                              timeout=timeout, **_as_user(user))
+    except OSError as error:  # exec failed: the interpreter, or a folder above it, is closed
+        return _no_python(who, python, error.strerror or str(error))
+    except subprocess.TimeoutExpired:
+        return f"{python}, run as {who}, did not start within {timeout:g} s"
+    said = done.stdout.splitlines()
+    why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:300]
+    if "started" not in said:
+        return _no_python(who, python, why)
+    if "imported" not in said:
+        return (f"{who} cannot import gradcheck from {_GRADCHECK_DIR} ({why}): the worker runs "
+                f"the grader's gradcheck, so make it readable by all (chmod -R a+rX "
+                f"{_GRADCHECK_DIR}, and chmod a+x each folder above it) or install gradcheck "
+                f"outside a private folder; {_ADVICE}")
+    if done.returncode == 0:
+        return ""
+    try:
+        closed = json.loads(said[-1])
+        path, why = closed["path"], closed["error"]
+    except (ValueError, KeyError, TypeError):
+        return f"{who} cannot read the submission {submission} ({why}); {_ADVICE}"
+    fix = (f"chmod a+x {path}" if submission.is_relative_to(path) and Path(path) != submission
+           else f"chmod -R a+rX {submission}")
+    return (f"{who} cannot read {path} ({why}), which the submission {submission} needs: "
+            f"{fix}, or grade from a folder every user may enter; {_ADVICE}")
+
+
+def _no_python(who: str, python: str, why: str) -> str:
+    return (f"{who} cannot run {python} ({why}): give --worker-python a Python 3.11 or later "
+            f"that this user may run (such as /usr/bin/python3); {_ADVICE}")
+
+
+def _where(phase: str) -> str:
+    return handler.PHASES.get(phase, f"in {phase}")
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("MB", 1_000_000), ("kB", 1000)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"

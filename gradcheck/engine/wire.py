@@ -1,0 +1,217 @@
+"""What may cross the worker's socket: the keys of each request and the shape of each reply,
+checked on both sides. A request carries programs and inputs, never an expected answer; a reply
+is read only after :func:`check_reply`, since code in the worker can write anything to the socket.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gradcheck.program.language import Program, spec_program
+from gradcheck.program.session import ACTIONS, EXPECT_KINDS
+
+GRAPH_FIELDS = ("grad_fn", "is_leaf", "requires_grad", "value")
+#: what a request may carry: programs and inputs, never an expected answer.
+REQUEST_KEYS = {
+    "inspect": {"kind"},
+    "gradients": {"kind", "program", "points", "requires_grad"},
+    "graph": {"kind", "program", "point", "requires_grad", "names"},
+    "behaviour": {"kind", "program", "point", "requires_grad", "steps"},
+    "trace": {"kind", "program", "point", "requires_grad"},
+}
+
+
+class ProtocolError(Exception):
+    """An engine returned something the protocol does not allow (a str where a number goes)."""
+
+
+class RequestError(ValueError):
+    """A malformed request: a bug in the grader, never the engine's fault."""
+
+
+def check_request(request: Mapping[str, Any]) -> Program | None:
+    """Raise RequestError unless `request` is well formed; returns its parsed program."""
+    _need(isinstance(request, Mapping), "a request is a mapping")
+    kind = request.get("kind")
+    _need(kind in REQUEST_KEYS, f"unknown request kind {kind!r}")
+    extra = set(request) - REQUEST_KEYS[kind]
+    missing = REQUEST_KEYS[kind] - set(request)
+    _need(not extra and not missing, f"a {kind} request has the keys "
+          f"{sorted(REQUEST_KEYS[kind])}; got {sorted(request)}")
+    if kind == "inspect":
+        return None
+    try:
+        program = spec_program(request["program"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RequestError(f"the request's program does not parse: {exc}") from None
+    grad = request["requires_grad"]
+    _need(isinstance(grad, list) and set(grad) <= set(program.inputs),
+          f"requires_grad must list inputs of the program, not {grad!r}")
+    points = request["points"] if kind == "gradients" else [request["point"]]
+    _need(isinstance(points, list), "points must be a list")
+    for point in points:
+        _check_point(program, point)
+    if kind == "graph":
+        _need(isinstance(request["names"], list) and set(request["names"]) <= set(program.names),
+              f"graph names must be variables of the program, not {request['names']!r}")
+    if kind == "behaviour":
+        _check_steps(program, request["steps"])
+    return program
+
+
+def _need(condition: bool, message: str) -> None:
+    if not condition:
+        raise RequestError(message)
+
+
+def _is_json_number(x: Any) -> bool:
+    return type(x) in (int, float)
+
+
+def _check_point(program: Program, point: Any) -> None:
+    _need(isinstance(point, Mapping) and set(point) == set(program.inputs),
+          f"a point gives exactly the inputs {sorted(program.inputs)}; got {point!r:.200}")
+    for name, size in program.inputs.items():
+        value = point[name]
+        ok = (_is_json_number(value) if size is None else isinstance(value, list)
+              and len(value) == size and all(_is_json_number(v) for v in value))
+        _need(ok, f"input {name} needs {'a number' if size is None else f'{size} numbers'}")
+
+
+def _check_steps(program: Program, steps: Any) -> None:
+    _need(isinstance(steps, list), "steps must be a list")
+    known = set(program.names)
+    for i, step in enumerate(steps):
+        _need(isinstance(step, Mapping), f"step {i} is not a mapping")
+        actions = [key for key in ACTIONS if step.get(key) is not None]
+        _need(len(actions) == 1, f"step {i} needs exactly one action of {ACTIONS}")
+        _need(set(step) <= {*ACTIONS, "expect"}, f"step {i} has unknown keys")
+        action, args = actions[0], step[actions[0]]
+        used = _step_names(action, args, program)
+        _need(used is not None, f"step {i}: malformed {action} arguments {args!r:.200}")
+        _need(set(used) <= known, f"step {i} uses unknown names {sorted(set(used) - known)}")
+        if action == "detach":
+            known.add(args["name"])
+        expect = step.get("expect") or []
+        _need(isinstance(expect, list) and all(isinstance(e, str) and "." in e for e in expect),
+              f"step {i}: expect is a list of KIND.NAME")
+        for item in expect:
+            kind, name = item.split(".", 1)
+            _need(kind in EXPECT_KINDS and name in known, f"step {i}: cannot observe {item!r}")
+
+
+def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
+    """The names a step uses, or None if its arguments are malformed."""
+    names_list = isinstance(args, list) and all(isinstance(n, str) for n in args)
+    if action == "forward":
+        return [] if isinstance(args, Mapping) and set(args) <= {"no_grad"} else None
+    if action == "backward":
+        if not isinstance(args, Mapping) or not set(args) <= {"of", "gradient", "retain_graph"}:
+            return None
+        gradient = args.get("gradient")
+        if gradient is not None and not (_is_json_number(gradient) or isinstance(gradient, list)
+                                         and all(_is_json_number(g) for g in gradient)):
+            return None
+        return [args["of"]] if args.get("of") else []
+    if action in ("zero_grad", "retain_grad"):
+        return list(args) if names_list else None
+    if action == "detach":
+        ok = isinstance(args, Mapping) and set(args) == {"name", "of"}
+        return [args["of"]] if ok and all(isinstance(v, str) for v in args.values()) else None
+    if action == "requires_grad":
+        ok = isinstance(args, Mapping) and all(type(v) is bool for v in args.values())
+        return list(args) if ok else None
+    ok = (isinstance(args, Mapping) and set(args) == {"lr", "params"}  # sgd
+          and _is_json_number(args["lr"]) and isinstance(args["params"], list))
+    if not ok or not set(args["params"]) <= set(program.inputs):
+        return None
+    return list(args["params"])
+
+
+def check_reply(request: Mapping[str, Any], reply: Any) -> None:
+    """Raise ProtocolError unless `reply` (decoded JSON from a worker) has the shape `handle`
+    gives for `request`, so the grader can read it without trusting whoever wrote it."""
+    kind = request["kind"]
+    inputs = set(request["program"]["inputs"]) if kind != "inspect" else set()
+    _shape(isinstance(reply, dict), "the reply is not an object")
+    if kind == "inspect":
+        _keys(reply, {"missing", "details", "error"})
+        _shape(isinstance(reply["missing"], list) and all(isinstance(m, str)
+                                                          for m in reply["missing"]), "missing")
+        _shape(isinstance(reply["details"], dict) and all(
+            isinstance(v, str) for v in reply["details"].values()), "details")
+        _optional_error(reply["error"])
+    elif kind == "gradients":
+        _keys(reply, {"results"})
+        results = reply["results"]
+        _shape(isinstance(results, list) and len(results) == len(request["points"]),
+               "one result per point")
+        for result in results:
+            _keys(result, {"value", "grads", "error"})
+            _shape(result["value"] is None or _numbers_ok(result["value"]), "value")
+            _keys(result["grads"], inputs)
+            _shape(all(g is None or _numbers_ok(g) for g in result["grads"].values()), "grads")
+            _optional_error(result["error"])
+    elif kind == "graph":
+        _keys(reply, {"nodes", "error"})
+        _shape(isinstance(reply["nodes"], dict) and set(reply["nodes"]) <= set(request["names"]),
+               "nodes")
+        for node in reply["nodes"].values():
+            _keys(node, set(GRAPH_FIELDS))
+            for field, value in node.items():
+                _observation(field, value)
+        _optional_error(reply["error"])
+    elif kind == "behaviour":
+        _keys(reply, {"error", "steps"})
+        _optional_error(reply["error"])
+        steps = reply["steps"]
+        _shape(isinstance(steps, list) and len(steps) == (0 if reply["error"] else
+                                                          len(request["steps"])), "steps")
+        for step, asked in zip(steps, request["steps"]):
+            _keys(step, {"error", "observed"})
+            _optional_error(step["error"])
+            _keys(step["observed"], set(asked.get("expect") or []))
+            for item, value in step["observed"].items():
+                _observation(item.split(".", 1)[0], value)
+    else:
+        _keys(reply, {"nodes", "error"})
+        _optional_error(reply["error"])
+        _shape(isinstance(reply["nodes"], list), "nodes")
+        for node in reply["nodes"]:
+            _keys(node, {"id", "name", "op", "text", "value", "grad"})
+            _shape(type(node["id"]) is int and all(isinstance(node[k], str)
+                                                   for k in ("name", "op", "text")), "node")
+            _observation("value", node["value"])
+            _observation("grad", node["grad"])
+
+
+def _shape(condition: bool, what: str) -> None:
+    if not condition:
+        raise ProtocolError(f"malformed reply ({what})")
+
+
+def _keys(obj: Any, keys: set[str]) -> None:
+    _shape(isinstance(obj, dict) and set(obj) == keys, f"expected the keys {sorted(keys)}")
+
+
+def _numbers_ok(x: Any) -> bool:
+    return _is_json_number(x) or isinstance(x, list) and all(_is_json_number(v) for v in x)
+
+
+def _optional_error(x: Any) -> None:
+    _shape(x is None or isinstance(x, dict) and set(x) == {"type", "message", "phase"}
+           and all(isinstance(v, str) for v in x.values()), "error record")
+
+
+def _observation(kind: str, x: Any) -> None:
+    """A field read from the engine: its plain value, or `{"error": record}`."""
+    if isinstance(x, dict):
+        _keys(x, {"error"})
+        _optional_error(x["error"])
+        _shape(x["error"] is not None, "error record")
+    elif kind in ("grad", "value"):
+        _shape(x is None or _numbers_ok(x), kind)
+    elif kind == "grad_fn":
+        _shape(x is None or isinstance(x, str), kind)
+    else:
+        _shape(isinstance(x, bool), kind)

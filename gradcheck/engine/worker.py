@@ -1,0 +1,206 @@
+"""The worker process: imports one submission and answers the grader's requests with plain JSON.
+
+Started by :mod:`gradcheck.engine.sandbox` as `python -s -P -B -c BOOTSTRAP GRADCHECK_DIR CONFIG`. It
+talks over a private socket (an inherited file descriptor) in frames: a 4-byte big-endian length,
+then a JSON object. stdin is empty and stdout/stderr go to files the grader reads, so nothing the
+submission prints can pass for a reply. The worker never receives an expected value.
+
+Frames the worker sends:
+`{"phase": str}` progress; `{"ready": true}` once imported; `{"import_error": record}` (with a
+`traceback`) then exit; `{"reply": ...}` per request (`{"request_error": str}` if it is malformed,
+which the grader's own check prevents); `{"fatal": record}` when the engine raised
+something no request survives (SystemExit, KeyboardInterrupt, another BaseException, MemoryError),
+then exit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import resource
+import signal
+import struct
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from gradcheck.engine import handler, run, wire
+
+HEADER = struct.Struct(">I")
+MAX_FRAME = 64 << 20  # bytes of JSON in one frame
+MODULE = "submission"  # the name a submission is imported under, whatever its file is called
+#: how every program the sandbox runs with `python -c` starts, given the gradcheck folder: the
+#: grader's own gradcheck, and only the modules the worker needs (the package's __init__ would
+#: import the grader's API, numpy and hypothesis), without putting the grader's folders on sys.path.
+PACKAGE = ("import sys, types; package = types.ModuleType('gradcheck'); "
+           "package.__path__ = [sys.argv[1]]; sys.modules['gradcheck'] = package; ")
+#: the worker's program.
+BOOTSTRAP = PACKAGE + "import gradcheck.engine.worker; gradcheck.engine.worker.main(sys.argv[2])"
+
+
+def pack(message: dict[str, Any]) -> bytes:
+    """One frame: the length, then the JSON (NaN and infinities allowed: gradients can be inf)."""
+    data = json.dumps(message, separators=(",", ":")).encode()
+    return HEADER.pack(len(data)) + data
+
+
+def main(config_json: str) -> None:
+    """Run the worker: limits, import, then one reply per request until the grader hangs up."""
+    config = json.loads(config_json)
+    die_with_parent(config["parent"])
+    _adopt_orphans()
+    _apply_limits(config["limits"])
+    _forbid(config["forbid"])
+    channel = _Channel(config["fd"])
+    channel.send({"phase": "import"})
+    path = Path(config["submission"])
+    try:
+        engine = load_submission(path)
+    except BaseException as exc:  # SyntaxError, SystemExit, KeyboardInterrupt: "cannot import"
+        record = run.error_record(exc, "import")
+        record["traceback"] = _traceback(exc, path)
+        _flush()
+        channel.send({"import_error": record})
+        os._exit(0)
+    _flush()
+    channel.send({"ready": True})
+    phase = "import"
+
+    def progress(name: str) -> None:
+        nonlocal phase
+        phase = name
+        channel.send({"phase": name})
+
+    while (request := channel.receive()) is not None:
+        try:
+            reply = handler.handle(engine, request, progress)
+        except wire.RequestError as exc:
+            channel.send({"request_error": str(exc)})
+            continue
+        except BaseException as exc:  # the engine left the request in a state no one should trust
+            _flush()
+            channel.send({"fatal": run.error_record(exc, phase)})
+            os._exit(0)
+        _flush()
+        channel.send({"reply": reply})
+    os._exit(0)  # no atexit handlers or thread joins of the submission's
+
+
+def load_submission(path: Path) -> ModuleType:
+    """Import a module file or a package directory as `submission`.
+
+    Its folder goes at the end of sys.path, so helper modules beside it import, but a file there
+    named like a standard or installed module (numpy.py, gradcheck/) shadows nothing."""
+    path = path.resolve()
+    package = path.is_dir()
+    entry = path / "__init__.py" if package else path
+    spec = importlib.util.spec_from_file_location(
+        MODULE, entry, submodule_search_locations=[str(path)] if package else None)
+    if spec is None or spec.loader is None or not entry.is_file():
+        raise ImportError(f"{path} is not a .py file or a package directory with __init__.py")
+    sys.path.append(str(path.parent))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[MODULE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Channel:
+    """Frames over the inherited socket, with plain os.read/os.write (no socket module needed)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = memoryview(pack(message))
+        while data:
+            data = data[os.write(self.fd, data):]
+
+    def receive(self) -> dict[str, Any] | None:
+        header = self._read(HEADER.size)
+        if header is None:
+            return None
+        (size,) = HEADER.unpack(header)
+        if size > MAX_FRAME:
+            raise ValueError(f"a request of {size} bytes is over the {MAX_FRAME} byte limit")
+        body = self._read(size)
+        return None if body is None else json.loads(body)
+
+    def _read(self, size: int) -> bytes | None:
+        chunks, left = [], size
+        while left:
+            chunk = os.read(self.fd, min(left, 1 << 20))
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+
+def _apply_limits(limits: dict[str, list[int]]) -> None:
+    """Resource limits (soft, hard) for this process and what it starts; gradcheck.engine.sandbox says
+    why these and what the grader enforces itself."""
+    names = {"data": resource.RLIMIT_DATA, "cpu": resource.RLIMIT_CPU,
+             "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE,
+             "nproc": resource.RLIMIT_NPROC}
+    for name, (soft, hard) in limits.items():
+        resource.setrlimit(names[name], (soft, hard))
+    # Python ignores SIGXFSZ; restored, a write past RLIMIT_FSIZE ends the worker at that write.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+
+
+def _forbid(names: list[str]) -> None:
+    """Make `import NAME` (and its submodules) fail for each top-level module in `names`."""
+    if not names:
+        return
+    import importlib.abc
+
+    class Refuse(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+            if fullname.partition(".")[0] in names:
+                raise ModuleNotFoundError(
+                    f"a submission cannot import {fullname} here: this grading run refuses "
+                    f"{', '.join(names)}; write the engine without them", name=fullname)
+
+    sys.meta_path.insert(0, Refuse())
+
+
+def die_with_parent(parent: int) -> None:
+    """Be killed when the grader dies, so no orphaned worker (or helper, gradcheck.grading.helper_process) spins
+    on."""
+    import ctypes
+
+    pr_set_pdeathsig, sigkill = 1, 9
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sigkill)
+    if os.getppid() != parent:  # the grader died before prctl took effect
+        os._exit(1)
+
+
+def _adopt_orphans() -> None:
+    """Become a child subreaper: a process the submission daemonises (double fork, setsid) is
+    reparented here rather than to init, so the grader still finds it and kills it."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1)
+
+
+def _traceback(exc: BaseException, path: Path) -> str:
+    """The traceback from the first frame in the submission's folder (the worker's are noise)."""
+    home = str(path.resolve().parent if path.is_file() else path.resolve())
+    tb = exc.__traceback__
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(home):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _flush() -> None:
+    """Flush the submission's output so it is counted for the request that printed it."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # a replaced or broken stream is the submission's business
+            pass

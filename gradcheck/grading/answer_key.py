@@ -1,0 +1,315 @@
+"""Answer keys: what torch and jax answer for a bank, computed once, so grading needs neither.
+
+Importing torch and jax costs seconds and hundreds of megabytes for every submission, yet their
+answers depend only on the exercises and the seed of the sampled points. `build` runs them once
+per exercise, at every point a check grades (the sampled ones drawn from the seed, as the grader
+draws them) and for every graph and behaviour request, and writes it all as JSON. A grader given
+the key (`Grader(key=...)`, `gradcheck grade --key`) takes torch's and jax's results and torch's
+records from it, and torch's chain-rule walk (`gradcheck.grading.chain_rule`) for the feedback on a failing
+check, and still runs finite differences itself.
+
+Every entry carries the sha256 of its exercise file (`Exercise.digest`) and the key carries the
+gradcheck version that built it. An entry is used only for the very file it was built from: an
+exercise that changed since, or that the key lacks, is refused with a `StaleKeyWarning` and graded
+live, as without a key (torch and jax imported then). Where they are not installed, its torch and
+jax checks are skipped with a message that says the key is stale, as a live run without them
+would skip them. A key built by another gradcheck version is refused as a whole (`KeyFileError`).
+
+The file is JSON (non-finite numbers written as `NaN`, `Infinity`, as in the worker protocol),
+gzip-compressed when its name ends in `.gz` or it is over 1 MB; `load` reads either form.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from gradcheck import __version__, oracles
+from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.loader import Bank, load_bank
+from gradcheck.bank.models import Exercise
+from gradcheck.bank.problems import ExerciseError
+from gradcheck.engine import handler
+from gradcheck.grading import score
+from gradcheck.grading.chain_rule import Walk, WalkError, walk
+from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
+from gradcheck.oracles import OracleResult, Skipped
+
+FORMAT = 1
+#: Above this many bytes of JSON the key is written gzip-compressed whatever its name.
+LARGE = 1 << 20
+#: The oracles whose results a key holds; finite differences always run live.
+KEYED = ("torch", "jax")
+#: torch's chain-rule walk (for feedback that names the faulty operation) is stored at the
+#: leading points of each gradient check, as many as hold at most this many nodes in all: every
+#: point of a program of up to a hundred nodes. A check that first fails at a point without a
+#: stored walk is walked live, with torch, when torch is installed.
+WALK_BUDGET = 4000
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class KeyFileError(GraderError):
+    """An answer key that cannot be used at all (unreadable, or built by another version)."""
+
+
+class StaleKeyWarning(UserWarning):
+    """An exercise the answer key does not hold as it is now; it is graded without the key."""
+
+
+@dataclass
+class Key:
+    """A loaded answer key: per exercise id, its file's digest and each check's stored answers."""
+
+    seed: int
+    version: str
+    exercises: dict[str, dict[str, Any]]
+    path: str = ""
+    _refused: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def refusal(self, exercise: Exercise) -> str:
+        """Why the key is not used for `exercise`, or '' when it holds this exact file."""
+        if exercise.id in self._refused:
+            return self._refused[exercise.id]
+        why = _staleness(self.exercises.get(exercise.id), exercise)
+        return self._refuse(exercise, why) if why else ""
+
+    def points(self, exercise: Exercise, check: str) -> list[dict[str, Any]] | None:
+        """The points the key holds answers at for a gradient check, or None if refused."""
+        if self.refusal(exercise):
+            return None
+        stored = self.exercises[exercise.id]["checks"].get(check)
+        if stored is None or "points" not in stored:
+            self._refuse(exercise, f"has a {check} check the answer key does not hold")
+            return None
+        return stored["points"]
+
+    def oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
+                       wanted: Sequence[str]) -> dict[str, OracleResult | Skipped]:
+        """`wanted` oracles' results at `points`: torch and jax from the key, the rest computed
+        here; all computed here if the key is refused for this exercise."""
+        stored = self._check_at(exercise, points)
+        if stored is not None and any(name in KEYED and name not in stored for name in wanted):
+            self._refuse(exercise, "asks for an oracle the answer key does not hold")
+            stored = None
+        keyed = {name: _decode(name, stored[name]) for name in wanted
+                 if stored is not None and name in KEYED}
+        live = oracles.compute(exercise.program, points, exercise.grad_names,
+                               [name for name in wanted if name not in keyed])
+        for name, result in live.items():
+            if isinstance(result, Skipped):
+                live[name] = Skipped(f"skipped: {self.refusal(exercise)}; it cannot be "
+                                     f"graded live: {result.reason.removeprefix('skipped: ')}")
+        return {name: keyed[name] if name in keyed else live[name] for name in wanted}
+
+    def walk(self, exercise: Exercise, points: list[dict[str, Any]], index: int) -> Walk | None:
+        """torch's stored walk at `points[index]` of a gradient check, or None."""
+        stored = self._check_at(exercise, points)
+        walks = stored.get("walks", []) if stored is not None else []
+        if index >= len(walks) or walks[index] is None:
+            return None
+        return Walk.stored(exercise.program, points[index], walks[index])
+
+    def torch_record(self, exercise: Exercise, request: dict[str, Any]) -> dict[str, Any] | None:
+        """torch's stored reply to a graph or behaviour `request`, or None if refused."""
+        if self.refusal(exercise):
+            return None
+        stored = self.exercises[exercise.id]["checks"].get(request["kind"])
+        if stored is None or _canonical(stored["request"]) != _canonical(request):
+            self._refuse(exercise, f"asks torch a {request['kind']} request the answer key does "
+                                   "not hold")
+            return None
+        return stored["torch"]
+
+    def stale(self, bank: Bank) -> list[str]:
+        """A sentence for each exercise of `bank` the key will refuse (without warning)."""
+        return [f"exercise {exercise.id} {why}" for exercise in bank.exercises
+                if (why := _staleness(self.exercises.get(exercise.id), exercise))]
+
+    def _check_at(self, exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any] | None:
+        if self.refusal(exercise):
+            return None
+        wanted = _canonical(points)
+        for stored in self.exercises[exercise.id]["checks"].values():
+            if "points" in stored and _canonical(stored["points"]) == wanted:
+                return stored
+        self._refuse(exercise, "is graded at points the answer key does not hold")
+        return None
+
+    def _refuse(self, exercise: Exercise, why: str) -> str:
+        if exercise.id not in self._refused:
+            self._refused[exercise.id] = (f"exercise {exercise.id} {why}, so the answer key is "
+                                          "not used for it (rebuild the key with `gradcheck key "
+                                          "build`)")
+            warnings.warn(self._refused[exercise.id], StaleKeyWarning, stacklevel=2)
+        return self._refused[exercise.id]
+
+
+def _staleness(entry: dict[str, Any] | None, exercise: Exercise) -> str:
+    if entry is None:
+        return "is not in the answer key"
+    if entry["digest"] != exercise.digest:
+        return "changed since the answer key was built (its sha256 differs)"
+    return ""
+
+
+def build(bank: Bank, seed: int, out: str | Path) -> Key:
+    """Run torch and jax on every exercise of `bank` at the points `seed` fixes; write the key."""
+    try:
+        from gradcheck.engine import torch_engine
+    except ImportError as exc:
+        raise KeyFileError(f"building an answer key needs torch: {exc}") from exc
+    exercises = {}
+    #: the checks jax answers, compiled in modules as the grader does (`jax_modules`)
+    jax_checks: list[tuple[int, tuple[dict[str, Any], oracles.Job]]] = []
+    for number, exercise in enumerate(bank.exercises):
+        checks: dict[str, Any] = {}
+        for name in score.check_points(exercise):
+            if name in ("graph", "behaviour"):
+                request = torch_request(exercise, name)
+                checks[name] = {"request": request,
+                                "torch": handler.handle(torch_engine, request)}
+                continue
+            points = exercise.check_points(name, sample_seed(seed, exercise.id))
+            listed = [o for o in getattr(getattr(exercise.checks, name), "oracles", KEYED)
+                      if o in KEYED]
+            checks[name] = {"points": points, "walks": _walks(exercise, points)}
+            if "jax" in listed:
+                jax_checks.append((number, (checks[name], oracles.job(
+                    exercise.program, points, exercise.grad_names))))
+            _store(checks[name], oracles.compute(exercise.program, points, exercise.grad_names,
+                                                 [o for o in listed if o != "jax"]))
+        exercises[exercise.id] = {"digest": exercise.digest, "checks": checks}
+    jax_grad = oracles.backend("jax") if jax_checks else None
+    if isinstance(jax_grad, Skipped):
+        raise KeyFileError(f"building an answer key needs torch and jax: {jax_grad}")
+    for module in jax_modules(jax_checks):
+        for (stored, _), result in zip(module, jax_grad.run_many([job for _, job in module])):
+            stored["jax"] = _encode(result)
+    key = Key(seed=seed, version=__version__, exercises=exercises, path=str(out))
+    data = {"format": FORMAT, "gradcheck": __version__, "seed": seed, "exercises": exercises}
+    text = json.dumps(data, separators=(",", ":")).encode()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Private (0600): the key holds the answers, and a submission run as another user must not
+    # read it (docs/security.md).
+    with os.fdopen(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(gzip.compress(text, mtime=0) if out.name.endswith(".gz") or len(text) > LARGE
+                else text)
+    return key
+
+
+def _store(check: dict[str, Any], results: dict[str, OracleResult | Skipped]) -> None:
+    """Each oracle's results in the key's entry for a check; an oracle missing here is fatal."""
+    for oracle, result in results.items():
+        if isinstance(result, Skipped):
+            raise KeyFileError(f"building an answer key needs torch and jax: {result}")
+        check[oracle] = _encode(result)
+
+
+def _walks(exercise: Exercise, points: list[dict[str, Any]]) -> list[list[Any] | None]:
+    """torch's walk at the leading points, within WALK_BUDGET (None where torch cannot walk)."""
+    nodes = sum(node.op != "const" for node in exercise.program.nodes)
+    found: list[list[Any] | None] = []
+    for point in points[:WALK_BUDGET // nodes]:
+        try:
+            found.append(walk(exercise.program, point, exercise.grad_names).record())
+        except WalkError:
+            found.append(None)
+    return found
+
+
+def load(path: str | Path) -> Key:
+    """Read a key written by `build`; refuse one that is unreadable or from another version."""
+    try:
+        raw = Path(path).read_bytes()
+        data = json.loads(gzip.decompress(raw) if raw.startswith(_GZIP_MAGIC) else raw)
+    except (OSError, ValueError, EOFError) as exc:  # json and gzip errors are ValueErrors
+        raise KeyFileError(f"cannot read the answer key {path}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(
+            data.get("seed"), int) or not isinstance(data.get("exercises"), dict) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("digest"), str)
+            and isinstance(entry.get("checks"), dict) for entry in data["exercises"].values()):
+        raise KeyFileError(f"{path} is not an answer key written by `gradcheck key build`")
+    if data.get("gradcheck") != __version__:
+        raise KeyFileError(f"the answer key {path} was built by gradcheck "
+                           f"{data.get('gradcheck')}, and this is gradcheck {__version__}; "
+                           "rebuild it with `gradcheck key build`")
+    return Key(seed=data["seed"], version=data["gradcheck"], exercises=data["exercises"],
+               path=str(path))
+
+
+def _encode(result: OracleResult) -> dict[str, Any]:
+    return {"value": result.value.tolist(),
+            "grads": {name: grad.tolist() for name, grad in result.grads.items()}}
+
+
+def _decode(oracle: str, stored: dict[str, Any]) -> OracleResult:
+    return OracleResult(oracle, np.asarray(stored["value"], dtype=np.float64),
+                        {name: np.asarray(grad, dtype=np.float64)
+                         for name, grad in stored["grads"].items()})
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True)
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """`gradcheck key build`."""
+    key = subparsers.add_parser("key", help="answer keys: grade without torch and jax",
+                                description="Answer keys hold torch's and jax's answers for a "
+                                            "bank, so that grading needs neither.")
+    actions = key.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = actions.add_parser(
+        "build", help="run torch and jax once on a bank and write its answer key",
+        description="Run torch and jax on every exercise at the points SEED fixes, and write the "
+                    "key. Grade with `gradcheck grade --key FILE`; an exercise changed since is "
+                    "refused by the key and graded live.")
+    p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
+                   help="exercise files or folders (repeatable; default: the bundled bank)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the seed of the sampled points (default 0); grading with the key uses it")
+    p.add_argument("--out", metavar="FILE", type=Path, required=True,
+                   help="where to write the key (gzip-compressed if FILE ends in .gz)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the key; 1 if some exercise files are broken (the others are in the key)."""
+    paths = args.exercises or [bank_dir()]
+    missing = [str(path) for path in paths if not Path(path).exists()]
+    if missing:
+        print(f"gradcheck key build: --exercises {missing[0]}: no such file or folder",
+              file=sys.stderr)
+        return 2
+    bank = load_bank(paths)
+    if not bank.exercises:
+        print("gradcheck key build: no exercise to build a key for in "
+              + ", ".join(map(str, paths)), file=sys.stderr)
+        return 2
+    try:
+        build(bank, args.seed, args.out)
+    except KeyFileError as error:
+        print(f"gradcheck key build: {error}", file=sys.stderr)
+        return 2
+    for _, error in bank.broken:
+        print(f"left out of the key, broken: {_first(error)}", file=sys.stderr)
+    print(f"wrote {args.out}: {len(bank.exercises)} exercises, seed {args.seed}, "
+          f"gradcheck {__version__}")
+    return 1 if bank.broken else 0
+
+
+def _first(error: ExerciseError) -> str:
+    return str(error).splitlines()[0] if str(error) else repr(error)

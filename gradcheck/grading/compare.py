@@ -1,0 +1,497 @@
+"""Comparison: tolerances, whether the oracles agree, and what a wrong answer is told.
+
+Grading happens in two steps, both vectorised over all points:
+
+1. Agreement (:func:`agree`): at every point, for the output's value and every differentiated input
+   element, the oracles must agree with each other before anything is graded. Where they do not,
+   the value is not graded and the reason is classified for the exercise's author: a kink, a
+   convention (torch and jax differ, e.g. abs'(0)), a domain edge or pole (non-finite values), or
+   ill-conditioning (the two finite-difference stencils differ). An exercise may instead grade such
+   values against one oracle's convention (`convention="torch"`), labelled as such.
+2. Grading (:func:`grade`): the values an engine reported (plain JSON numbers) are compared with
+   the expected ones. Non-finite values are compared as such before any relative error, so NaN
+   never passes by arithmetic accident, and an input the output does not depend on is expected to
+   have `.grad` None, as in torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from gradcheck.bank.tolerances import Tolerance, Tolerances, same
+from gradcheck.oracles import OracleResult, Skipped, as_batch, reached_inputs
+from gradcheck.program.language import Program
+from gradcheck.program.ops import OPS
+
+KINK = "kink"
+CONVENTION = "convention"
+EDGE = "domain edge or pole"
+ILL = "ill-conditioning"
+_REASONS = ("", KINK, CONVENTION, EDGE, ILL)  # indexed by the codes kept in the arrays below
+_AGREED, _KINK, _CONVENTION, _EDGE, _ILL = range(len(_REASONS))
+ORACLE_LABELS = {"fd": "finite differences", "torch": "torch", "jax": "jax"}
+_ORDER = ("torch", "jax", "fd")
+_SHOWN_ELEMENTS = 6  # of a 1-D input, in a point's description
+
+
+# --- agreement ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Quantity:
+    """One graded quantity at every point: the output's value or one input's gradient.
+
+    Arrays have shape (n, w): w = 1 for a scalar, the length of a 1-D value otherwise.
+    """
+
+    name: str  # "value" or the input's name
+    label: str  # "z" or "dz/dx"
+    size: int | None
+    reached: bool  # False: the output ignores this input, so its .grad is None (torch)
+    estimates: dict[str, np.ndarray]  # each oracle that ran -> its values
+    expected: np.ndarray
+    tolerance: Tolerance
+    graded: np.ndarray  # bool
+    reason: np.ndarray  # codes into _REASONS, _AGREED where the oracles agree
+    by_convention: np.ndarray  # bool: graded against `convention` although the oracles differ
+    crossing: np.ndarray | None = None  # fd: node whose kink or edge the stencil crosses, or -1
+
+    def element_label(self, element: int) -> str:
+        return self.label if self.size is None else f"{self.label}[{element}]"
+
+
+@dataclass
+class Agreement:
+    """Where the oracles agree, for every quantity at every point of a batch."""
+
+    program: Program
+    batch: dict[str, np.ndarray]
+    quantities: list[Quantity]
+    skipped: dict[str, str]  # oracle -> reason
+    convention: str | None = None
+
+    @property
+    def n(self) -> int:
+        return len(next(iter(self.batch.values()))) if self.batch else 0
+
+    def graded_points(self) -> np.ndarray:
+        """Points where at least one value is graded."""
+        marks = [q.graded.any(axis=1) for q in self.quantities]
+        return np.any(marks, axis=0) if marks else np.zeros(self.n, bool)
+
+    def disagreements(self) -> list[Disagreement]:
+        """Every value where the oracles disagree, classified, in point order."""
+        found = []
+        for q in self.quantities:
+            for i, e in np.argwhere(q.reason != _AGREED):
+                found.append(Disagreement(
+                    int(i), q.element_label(int(e)), _REASONS[q.reason[i, e]],
+                    {k: float(v[i, e]) for k, v in q.estimates.items()},
+                    self._detail(q, int(i), int(e)),
+                    self.convention if q.by_convention[i, e] else None))
+        return sorted(found, key=lambda d: d.point)
+
+    def point_text(self, i: int) -> str:
+        return format_point(self.program, self.batch, i)
+
+    def _detail(self, q: Quantity, i: int, e: int) -> str:
+        node_id = -1 if q.crossing is None else int(q.crossing[i, e])
+        if node_id < 0:
+            return ""
+        node = self.program.nodes[node_id]
+        what = "kink" if OPS[node.op].kinks else "pole or domain edge"
+        return (f"the finite-difference stencil crosses the {what} of {node.op} in "
+                f"`{node.text}` (line {node.line}, column {node.column})")
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A value where the oracles differ: not graded, or graded by a declared convention."""
+
+    point: int
+    label: str  # "dz/dv[1]"
+    reason: str
+    oracles: dict[str, float]
+    detail: str = ""
+    graded_by: str | None = None
+
+    def describe(self, point_text: str) -> str:
+        """`dz/dx at x=0.0: torch 0, jax 1, finite differences 0; <why>`."""
+        text = f"{self.label} at {point_text}: {_each(self.oracles)}"
+        return text + (f"; {self.detail}" if self.detail else "")
+
+
+def agree(program: Program, results: Mapping[str, OracleResult | Skipped],
+          requires_grad: Sequence[str], points: Any = None,
+          tolerance: Tolerances = Tolerances(), convention: str | None = None) -> Agreement:
+    """Judge, at every point, whether the oracles agree on the value and on each gradient."""
+    if convention not in (None, "torch", "jax"):
+        raise ValueError(f"convention must be 'torch' or 'jax', not {convention!r}")
+    # analytic oracles first, so that reports read "torch ..., jax ..., finite differences ..."
+    ran = {k: results[k] for k in sorted(results, key=_ORDER.index)
+           if isinstance(results[k], OracleResult)}
+    skipped = {k: r.reason for k, r in results.items() if isinstance(r, Skipped)}
+    batch = as_batch(program, points) if points is not None else {}
+    quantities: list[Quantity] = []
+    if ran:
+        out = program.nodes[program.output]
+        values = {("numpy" if k == "fd" else k): _wide(r.value) for k, r in ran.items()}
+        quantities.append(_judge_value(program.output_name, out.size, values, tolerance))
+        reached = reached_inputs(program)
+        kinks = np.array([bool(OPS[n.op].kinks) if n.op in OPS else False
+                          for n in program.nodes])
+        for name in dict.fromkeys(requires_grad):
+            quantities.append(_judge_grad(program, name, name in reached, ran, tolerance, kinks))
+        if convention is not None and convention in ran:
+            for q in quantities:
+                _by_convention(q, convention, tolerance)
+    return Agreement(program, batch, quantities, skipped, convention)
+
+
+def _wide(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, np.float64).reshape(len(a), -1)
+
+
+def _judge_value(name: str, size: int | None, values: dict[str, np.ndarray],
+                 tolerance: Tolerances) -> Quantity:
+    first = next(iter(values.values()))
+    finite = np.all([np.isfinite(v) for v in values.values()], axis=0)
+    agreed = np.all([tolerance.analytic.agree(first, v) for v in values.values()], axis=0)
+    reason = np.where(agreed, _AGREED, np.where(finite, _ILL, _EDGE)).astype(np.int8)
+    source = next(k for k in ("torch", "jax", "numpy") if k in values)
+    return Quantity("value", name, size, True, values, values[source], tolerance.analytic,
+                    reason == _AGREED, reason, np.zeros(first.shape, bool))
+
+
+def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, OracleResult],
+                tolerance: Tolerances, kinks: np.ndarray) -> Quantity:
+    estimates = {k: _wide(r.grads[name]) for k, r in ran.items()}
+    analytic = [estimates[k] for k in ("torch", "jax") if k in estimates]
+    fd = ran.get("fd")
+    every = list(estimates.values())
+    shape = every[0].shape
+    reason = np.zeros(shape, np.int8)
+    finite = np.all([np.isfinite(v) for v in every], axis=0)
+    # Non-finite answers are an agreement only if every oracle gives the same one and an analytic
+    # oracle is among them (finite differences alone cannot tell a pole from noise).
+    settled = np.all([same(every[0], v) for v in every], axis=0) & bool(analytic)
+    reason[~finite & ~settled] = _EDGE
+    if len(analytic) == 2:
+        reason[finite & ~tolerance.analytic.agree(*analytic)] = _CONVENTION
+    crossing = None
+    if fd is not None:
+        assert fd.central is not None and fd.crossing is not None
+        estimate, central = estimates["fd"], _wide(fd.central[name])
+        crossing = fd.crossing[name].reshape(shape)
+        unstable = ~tolerance.fd.agree(central, estimate)
+        if analytic:
+            suspect = ~tolerance.fd.agree(estimate, analytic[0])
+        else:
+            suspect = (crossing >= 0) | unstable
+        suspect &= finite & (reason == _AGREED)
+        crossed = crossing >= 0
+        at_kink = kinks[np.maximum(crossing, 0)] & crossed
+        reason[suspect & at_kink] = _KINK
+        reason[suspect & crossed & ~at_kink] = _EDGE
+        reason[suspect & ~crossed & unstable] = _ILL
+        # finite differences disagree with the analytic oracles, which agree: a kink or a jump
+        reason[suspect & ~crossed & ~unstable] = _KINK
+    source = next(k for k in ("torch", "jax", "fd") if k in estimates)
+    tol = tolerance.fd if source == "fd" else tolerance.analytic
+    out = program.output_name
+    label = f"d{out}/d{name}" if program.nodes[program.output].size is None else \
+        f"d(sum of {out})/d{name}"
+    return Quantity(name, label, program.inputs[name], reached, estimates, estimates[source], tol,
+                    reason == _AGREED, reason, np.zeros(shape, bool), crossing)
+
+
+def _by_convention(q: Quantity, convention: str, tolerance: Tolerances) -> None:
+    """Grade the values where the oracles differ against `convention`'s own answer."""
+    chosen = q.estimates[convention]
+    q.by_convention = q.reason != _AGREED
+    q.expected = np.where(q.by_convention, chosen, q.expected)
+    q.graded = np.ones(q.graded.shape, bool)
+    q.tolerance = tolerance.analytic
+
+
+# --- grading ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A graded value the engine got wrong (or did not give)."""
+
+    point: int
+    point_text: str  # "x=1.5, v=[1.0, 2.0]"
+    label: str  # "dz/dx" or "dz/dv[1]" or "z" (the value)
+    expected: float | None  # None: torch leaves this .grad None
+    found: float | None
+    oracles: dict[str, float]
+    abs_error: float | None
+    rel_error: float | None
+    convention: str | None = None
+
+    def __str__(self) -> str:
+        if self.expected is None:
+            expected = "None (the output does not depend on it, so torch leaves .grad None)"
+        else:
+            source = f"{self.convention}'s convention; " if self.convention else ""
+            expected = f"{_num(self.expected)} ({source}{_each(self.oracles)})"
+        text = f"{self.label} at {self.point_text}: expected {expected}, found {_num(self.found)}"
+        if self.abs_error is not None:
+            text += f"; abs error {self.abs_error:.3g}, rel error {self.rel_error:.3g}"
+        return text
+
+
+@dataclass
+class PointVerdict:
+    """The outcome at one point: passed, failed, ungraded (the oracles disagree) or skipped."""
+
+    status: str
+    message: str = ""
+    mismatches: list[Mismatch] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class Grading:
+    """Per-point verdicts, one short student message, and notes for the exercise's author."""
+
+    verdicts: list[PointVerdict]
+    message: str
+    author_notes: list[str]
+    mismatches: list[Mismatch]
+    disagreements: list[Disagreement]
+
+    @property
+    def passed(self) -> bool:
+        """No graded point failed (points the oracles could not judge never fail)."""
+        return not any(v.status == "failed" for v in self.verdicts)
+
+    def count(self, status: str) -> int:
+        return sum(v.status == status for v in self.verdicts)
+
+
+def grade(program: Program, points: Any, requires_grad: Sequence[str],
+          results: Mapping[str, OracleResult | Skipped], found: Sequence[Any],
+          tolerance: Tolerances = Tolerances(), convention: str | None = None) -> Grading:
+    """Grade an engine's answers at a batch of points against the oracles' results there.
+
+    `found[i]` is the engine's reply at point i, as plain JSON data:
+    `{"value": v, "grads": {name: g | None}, "error": {"type", "message", "phase"} | None}`.
+    """
+    agreement = agree(program, results, requires_grad, points, tolerance, convention)
+    n = agreement.n
+    if len(found) != n:
+        raise ValueError(f"{len(found)} answers for {n} points")
+    if not agreement.quantities:
+        reasons = "; ".join(agreement.skipped.values()) or "skipped: no oracle was asked"
+        return Grading([PointVerdict("skipped", reasons) for _ in range(n)], reasons,
+                       [reasons], [], [])
+    answers = _Answers(agreement.quantities, found, n)
+    failed = np.zeros(n, bool)
+    mismatches: list[Mismatch] = []
+    for q in agreement.quantities:
+        bad = _wrong(q, answers)
+        failed |= bad.any(axis=1)
+        mismatches += [_mismatch(agreement, q, answers, int(i), int(e))
+                       for i, e in np.argwhere(bad)]
+    graded = agreement.graded_points()
+    broken = np.zeros(n, bool)
+    broken[list(answers.errors)] = True
+    failed |= broken & graded
+    disagreements = agreement.disagreements()
+    verdicts = _verdicts(n, failed, graded, mismatches, disagreements, answers.errors)
+    return Grading(verdicts, _student_message(agreement, verdicts, mismatches),
+                   _author_notes(agreement, disagreements, answers.errors, graded),
+                   mismatches, disagreements)
+
+
+class _Answers:
+    """An engine's replies as arrays (n, w) per quantity, NaN-filled where nothing came back."""
+
+    def __init__(self, quantities: list[Quantity], found: Sequence[Any], n: int) -> None:
+        # Read into plain lists (cheap per point), then make each quantity's array once.
+        rows: dict[str, list[list[float] | None]] = {q.name: [None] * n for q in quantities}
+        self.errors: dict[int, str] = {}
+        for i, reply in enumerate(found):
+            try:
+                self._read(quantities, i, reply, rows)
+            except _ProtocolError as exc:
+                self.errors[i] = f"ProtocolError: {exc}"
+        for i in self.errors:
+            for column in rows.values():
+                column[i] = None
+        self.present = {name: np.array([r is not None for r in column], bool)
+                        for name, column in rows.items()}
+        self.values = {q.name: np.array([r if r is not None else [math.nan] * q.expected.shape[1]
+                                         for r in rows[q.name]], np.float64).reshape(
+                                             q.expected.shape) for q in quantities}
+
+    def _read(self, quantities: list[Quantity], i: int, reply: Any,
+              rows: dict[str, list[list[float] | None]]) -> None:
+        if type(reply) is not dict:
+            raise _ProtocolError("the engine's reply is not a mapping")
+        error = reply.get("error")
+        if error:
+            self.errors[i] = _error_text(error)
+            return
+        grads = reply.get("grads") or {}
+        if type(grads) is not dict:
+            raise _ProtocolError("grads is not a mapping")
+        for q in quantities:
+            raw = reply.get("value") if q.name == "value" else grads.get(q.name)
+            if raw is not None:
+                rows[q.name][i] = _numbers(raw, q.size, q.label)
+
+
+class _ProtocolError(ValueError):
+    pass
+
+
+def _numbers(raw: Any, size: int | None, label: str) -> list[float]:
+    """Exact-type numbers only: a float subclass from an engine is never trusted."""
+    if size is None:
+        return [_number(raw, label)]
+    if type(raw) is not list or len(raw) != size:
+        raise _ProtocolError(f"{label} should be a list of {size} numbers")
+    return [_number(x, label) for x in raw]
+
+
+def _number(raw: Any, label: str) -> float:
+    if type(raw) in (int, float):
+        return float(raw)
+    if type(raw) is str and raw.lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
+        return float(raw)
+    raise _ProtocolError(f"{label} should be a number, not {type(raw).__name__}")
+
+
+def _error_text(error: Any) -> str:
+    if type(error) is not dict:
+        return f"error: {str(error)[:200]}"
+    phase = f" in {error['phase']}" if error.get("phase") else ""
+    return f"{error.get('type', 'Error')}{phase}: {str(error.get('message', ''))[:300]}"
+
+
+def _wrong(q: Quantity, answers: _Answers) -> np.ndarray:
+    """(n, w) bool: graded values the engine got wrong, at points where it answered."""
+    answered = np.ones(q.expected.shape[0], bool)
+    answered[list(answers.errors)] = False
+    present = answers.present[q.name]
+    wrong = np.zeros(q.expected.shape, bool)
+    if not q.reached:  # expected None: any number is wrong (reported once per point)
+        wrong[:, 0] = present & answered
+        return wrong
+    if q.name == "value":  # an engine that reports no value is graded on gradients alone
+        answered &= present
+    close = q.tolerance.close(answers.values[q.name], q.expected)
+    wrong = q.graded & ~(close & present[:, None]) & answered[:, None]
+    # a missing gradient (None) is one mistake, not one per element
+    first = np.cumsum(wrong, axis=1) == 1
+    return np.where(present[:, None], wrong, wrong & first)
+
+
+def _mismatch(agreement: Agreement, q: Quantity, answers: _Answers, i: int, e: int) -> Mismatch:
+    found = float(answers.values[q.name][i, e]) if answers.present[q.name][i] else None
+    expected = float(q.expected[i, e]) if q.reached else None
+    abs_error = rel_error = None
+    if found is not None and expected is not None:
+        with np.errstate(all="ignore"):
+            abs_error = abs(found - expected)
+            rel_error = abs_error / abs(expected) if expected else math.inf
+    return Mismatch(i, agreement.point_text(i), q.element_label(e), expected, found,
+                    {k: float(v[i, e]) for k, v in q.estimates.items()}, abs_error, rel_error,
+                    agreement.convention if q.by_convention[i, e] else None)
+
+
+def _verdicts(n: int, failed: np.ndarray, graded: np.ndarray, mismatches: list[Mismatch],
+              disagreements: list[Disagreement], errors: dict[int, str]) -> list[PointVerdict]:
+    status = np.where(failed, "failed", np.where(graded, "passed", "ungraded")).tolist()
+    verdicts = [PointVerdict(s) for s in status]
+    for m in mismatches:
+        verdicts[m.point].mismatches.append(m)
+    for d in disagreements:
+        verdicts[d.point].disagreements.append(d)
+    for i, text in errors.items():
+        verdicts[i].error = text
+    for v in verdicts:
+        if v.status == "failed":
+            v.message = v.error or str(v.mismatches[0])
+    return verdicts
+
+
+def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
+                     mismatches: list[Mismatch]) -> str:
+    failed = [i for i, v in enumerate(verdicts) if v.status == "failed"]
+    ungraded = sum(v.status == "ungraded" for v in verdicts)
+    if not failed:
+        graded = len(verdicts) - ungraded
+        text = f"all {graded} graded point{'s' * (graded != 1)} match the oracles"
+        return text + (f" ({ungraded} not graded: the oracles disagree there)" if ungraded else "")
+    first = verdicts[failed[0]]
+    text = (f"at {agreement.point_text(failed[0])}, the engine raised {first.error}"
+            if first.error else str(first.mismatches[0]))
+    errors = sum(v.error is not None for v in verdicts if v.status == "failed")
+    others = [f"{n} more wrong value{'s' * (n > 1)}" for n in [len(mismatches) - (not first.error)]
+              if n > 0]
+    others += [f"{n} more point{'s' * (n > 1)} where the engine raised"
+               for n in [errors - bool(first.error)] if n > 0]
+    if others:
+        text += ". " + ", ".join(others)
+    return text + f"; {len(failed)} of {len(verdicts)} points failed"
+
+
+def _author_notes(agreement: Agreement, disagreements: list[Disagreement],
+                  errors: dict[int, str], graded: np.ndarray) -> list[str]:
+    notes = [f"{name} {reason}" for name, reason in agreement.skipped.items()]
+    groups: dict[tuple[str, str | None], list[Disagreement]] = {}
+    for d in disagreements:
+        groups.setdefault((d.reason, d.graded_by), []).append(d)
+    for (reason, graded_by), items in groups.items():
+        points = len({d.point for d in items})
+        head = (f"graded against {graded_by}'s convention" if graded_by
+                else "not graded (the oracles disagree)")
+        notes.append(f"{head} at {points} point{'s' * (points != 1)}, {reason}: first "
+                     + items[0].describe(agreement.point_text(items[0].point)))
+    for i, text in errors.items():
+        if not graded[i]:
+            notes.append(f"the engine raised {text} at {agreement.point_text(i)}, which is not "
+                         "graded")
+    if len(graded) and not graded.any():
+        notes.append("no point was graded: choose points where the oracles agree, or set a "
+                     "convention")
+    return notes
+
+
+# --- formatting ---------------------------------------------------------------------------------
+
+
+def format_point(program: Program, batch: Mapping[str, np.ndarray], i: int) -> str:
+    """`x=1.5, v=[1.0, 2.0]`: exact (shortest round-trip) values, to reproduce the point; a long
+    1-D value shows its first elements only."""
+    if not batch:
+        return f"point {i}"
+    parts = []
+    for name in program.inputs:
+        v = batch[name][i]
+        if np.ndim(v) == 0:
+            parts.append(f"{name}={float(v)!r}")
+            continue
+        shown = [repr(float(x)) for x in v[:_SHOWN_ELEMENTS]]
+        if len(v) > _SHOWN_ELEMENTS:
+            shown.append(f"... ({len(v)} values)")
+        parts.append(f"{name}=[{', '.join(shown)}]")
+    return ", ".join(parts)
+
+
+def _num(x: float | None) -> str:
+    return "None" if x is None else f"{x:.10g}"
+
+
+def _each(oracles: Mapping[str, float]) -> str:
+    return ", ".join(f"{ORACLE_LABELS.get(k, k)} {_num(v)}" for k, v in oracles.items())

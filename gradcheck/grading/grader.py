@@ -1,0 +1,518 @@
+"""The grader: every check of every exercise, for one submission.
+
+The submission runs only in its worker process (:mod:`gradcheck.engine.sandbox`) and answers with plain
+JSON. Everything that decides a grade happens here: the oracles run in this process, torch's
+behaviour is observed here through the same probe the worker uses, and the comparison reads only
+the numbers the worker sent.
+
+Threads and a helper process save time on two cores without changing any result: a check's
+oracles (or torch's record of a graph or behaviour check) are computed while the worker answers
+the same check, and, grading a bank live, jax works ahead on the exercises to come, a dozen
+exercises at a time: in a helper process that also draws the sampled points
+(`gradcheck.grading.helper_process`), or, in a process that has jax imported already, in a thread. Every result
+still comes from the same oracle at the same points.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import secrets
+import time
+import traceback
+from concurrent.futures import Future, wait
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from gradcheck import oracles
+from gradcheck.bank import bundled
+from gradcheck.bank.loader import Bank, load_bank
+from gradcheck.bank.models import Exercise
+from gradcheck.bank.problems import ExerciseError
+from gradcheck.engine import handler
+from gradcheck.engine.sandbox import Failure, Worker
+from gradcheck.grading import answer_key, compare, helper_process, localise, oracle_threads, score
+from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
+from gradcheck.grading.results import CheckResult, GradeReport
+
+DEFAULT_MEMORY_MB = 1024
+#: what a submission graded from an answer key cannot import (docs/security.md)
+FRAMEWORKS = ("torch", "jax", "jaxlib")
+Progress = Callable[[str, list[CheckResult]], None]
+#: the checks graded against the oracles' gradients
+GRADIENT_CHECKS = ("gradients", "sampled", "answers")
+#: exercises whose jax work is done in one call when a bank is graded live
+
+
+def resolve_submission(submission: str | Path) -> Path:
+    """A submission's module file or package folder; `reference` and `torch` name bundled ones."""
+    if str(submission) == "reference":
+        return bundled.reference_path()
+    if str(submission) == "torch":
+        # Found without importing it: the module imports torch.
+        return Path(importlib.util.find_spec("gradcheck.engine.torch_engine").origin)
+    path = Path(submission)
+    if path.is_file() and path.suffix == ".py":
+        return path
+    if path.is_dir() and (path / "__init__.py").is_file():
+        return path
+    if path.is_dir():
+        raise GraderError(f"{path} is a folder without __init__.py; give the engine's module "
+                          "file, or make the folder a package")
+    raise GraderError(f"no submission at {path}: give a .py file, a package folder, "
+                      "`reference` or `torch`")
+
+
+class Grader:
+    """Grades one submission. Owns its worker process and the oracles' results for the run."""
+
+    def __init__(self, submission: str | Path, *, seed: int | None = None,
+                 key: str | Path | None = None, oracles: Sequence[str] | None = None,
+                 timeout: float | None = None, memory_mb: int | None = DEFAULT_MEMORY_MB,
+                 worker: Mapping[str, Any] | None = None) -> None:
+        self.label = str(submission)
+        self.path = resolve_submission(submission)
+        #: the answer key: torch's and jax's results come from it, for the exercises it holds.
+        self.key = _load_key(key) if key else None
+        if self.key is not None and seed is not None and int(seed) != self.key.seed:
+            raise GraderError(f"the answer key {key} was built with seed {self.key.seed}; grade "
+                              f"with --seed {self.key.seed} (or no --seed), or build a key with "
+                              f"seed {seed}")
+        if self.key is not None:
+            seed = self.key.seed
+        self.seed = secrets.randbelow(2**32) if seed is None else int(seed)
+        self.oracles = tuple(oracles) if oracles else None
+        self.timeout = timeout
+        # Grading from a key needs neither torch nor jax, so the submission may not use them
+        # either (the bundled `torch` submission is torch itself).
+        forbid = FRAMEWORKS if self.key is not None and self.label != "torch" else ()
+        # `worker`: more options of gradcheck.engine.sandbox.Worker (import_timeout, max_tasks, user...)
+        self.worker = Worker(self.path, **{"memory_mb": memory_mb, "forbid": forbid,
+                                           **(worker or {})})
+        self._missing: dict[str, str] | None = None
+        self._torch_records: dict[str, Future[dict[str, Any]] | str] = {}
+        #: what this grader gave the oracle threads (gradcheck.grading.oracle_threads), cancelled when it closes
+        self._submitted: list[Future] = []
+        #: (exercise id, check) -> its points, drawn ahead, and jax's results there, when ready
+        self._ahead: dict[tuple[str, str], tuple[Future, Future, int]] = {}
+        #: the helper process working ahead, if one was started (gradcheck.grading.helper_process)
+        self._helper: helper_process.Helper | None = None
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.worker.close()
+        if self._helper is not None:
+            self._helper.close()
+            self._helper = None
+        # what has not begun is dropped; what has is waited for, so no work outlives the grader
+        wait([future for future in self._submitted if not future.cancel()])
+        self._submitted.clear()
+
+    def _in_background(self, lane: str, function: Callable[..., Any], *args: Any) -> Future:
+        """`function(*args)` on one of the process's oracle threads (gradcheck.grading.oracle_threads)."""
+        self._submitted = [future for future in self._submitted if not future.done()]
+        self._submitted.append(oracle_threads.lane(lane).submit(function, *args))
+        return self._submitted[-1]
+
+    @property
+    def import_error(self) -> str:
+        """Why the submission could not be imported (its traceback), or ''."""
+        failure = self.worker.import_failure
+        return (failure.detail or failure.message) if failure is not None else ""
+
+    @property
+    def output(self) -> str:
+        """What the submission printed so far, truncated."""
+        return self.worker.output
+
+    # --- one exercise ---------------------------------------------------------------------------
+
+    def grade_exercise(self, exercise: Exercise) -> list[CheckResult]:
+        """One result per check of `exercise`; a fault costs only the checks it touches."""
+        shares = score.check_points(exercise)
+        budget = _Budget(self.timeout or exercise.timeout)
+        absent = self._absent_operations(exercise, budget)
+        results = []
+        for name, max_score in shares.items():
+            started = time.monotonic()
+            if absent:
+                status, message, notes = "failed", absent, []
+            else:
+                try:
+                    status, message, notes = self._run_check(exercise, name, budget)
+                except Exception as error:  # gradcheck's fault (or the key's): this check only
+                    status, notes = "error", [traceback.format_exc()]
+                    message = (f"gradcheck could not grade this check ({type(error).__name__}: "
+                               f"{error}); this is a fault of the grader, not of the submission")
+            results.append(CheckResult(
+                exercise_id=exercise.id, check=name,
+                title=f"{exercise.title}: {CHECK_TITLES[name]}",
+                score=max_score if status == "passed" else 0.0,  # skipped is never a pass
+                max_score=max_score, status=status, message=message, topic=exercise.topic,
+                visibility=exercise.visibility, file=str(exercise.path or ""),
+                line=exercise.line_of(f"checks.{name}"), duration=time.monotonic() - started,
+                author_notes=notes))
+        return results
+
+    def broken_result(self, path: str | Path, error: ExerciseError) -> CheckResult:
+        """A broken exercise file: one failing result that shows where and what."""
+        problem = error.problems[0] if error.problems else None
+        return CheckResult(exercise_id=Path(path).name.removesuffix(".exercise.yaml"),
+                           check="load", title=f"{Path(path).name} could not be loaded",
+                           score=0.0, max_score=0.0, status="error", message=str(error),
+                           file=str(path), line=problem.line if problem else 0,
+                           author_notes=[str(error)])
+
+    def grade_bank(self, bank: Bank, progress: Progress | None = None) -> GradeReport:
+        """Every exercise of `bank`, in order; broken files become failing "load" results."""
+        started = time.monotonic()
+        report = GradeReport(submission=self.label, seed=self.seed)
+        for path, error in bank.broken:
+            report.results.append(self.broken_result(path, error))
+        self._jax_ahead(bank.exercises)
+        # While jax works ahead, the exercises that do not wait for it are graded first. The
+        # order is the same with a key, so that a submission meets the same sequence of
+        # requests in every run, live or keyed.
+        order = sorted(range(len(bank.exercises)),
+                       key=lambda number: bool(self._jax_checks(bank.exercises[number])))
+        graded: dict[int, list[CheckResult]] = {}
+        for number in order:
+            exercise = bank.exercises[number]
+            graded[number] = self.grade_exercise(exercise)
+            report.duration = time.monotonic() - started
+            if progress:
+                progress(exercise.id, graded[number])
+        report.results += [result for number in sorted(graded) for result in graded[number]]
+        report.import_error = self.import_error
+        report.output = self.output
+        report.duration = time.monotonic() - started
+        return report
+
+    # --- checks ---------------------------------------------------------------------------------
+
+    def _run_check(self, exercise: Exercise, name: str, budget: _Budget
+                   ) -> tuple[str, str, list[str]]:
+        if name in GRADIENT_CHECKS:
+            points, jax_ahead = self._drawn(exercise, name)
+            return self._gradients(exercise, points, self._wanted(exercise, name), budget,
+                                   jax_ahead)
+        verdict = _graph_verdict if name == "graph" else _behaviour_verdict
+        return self._against_torch(exercise, torch_request(exercise, name), budget, verdict)
+
+    def _wanted(self, exercise: Exercise, name: str) -> list[str]:
+        """The oracles a gradient check is graded against in this run."""
+        return [o for o in getattr(getattr(exercise.checks, name), "oracles", oracles.ORACLES)
+                if self.oracles is None or o in self.oracles]
+
+    def _jax_checks(self, exercise: Exercise) -> list[str]:
+        """The exercise's gradient checks that jax grades in this run."""
+        return [name for name in exercise.checks.present()
+                if name in GRADIENT_CHECKS and "jax" in self._wanted(exercise, name)]
+
+    def _points(self, exercise: Exercise, name: str) -> list[dict[str, Any]]:
+        """Where a gradient check is graded: the key's points, or the exercise's for this seed."""
+        stored = self.key.points(exercise, name) if self.key is not None else None
+        if stored is not None:
+            return stored
+        return exercise.check_points(name, sample_seed(self.seed, exercise.id))
+
+    def _drawn(self, exercise: Exercise, name: str
+               ) -> tuple[list[dict[str, Any]], tuple[Future, int] | None]:
+        """A gradient check's points, and where jax's results there come from if they were
+        worked out ahead; else the points drawn now (again, if the helper could not)."""
+        early = self._ahead.pop((exercise.id, name), None)
+        if early is not None:
+            points, future, index = early
+            try:
+                return points.result(helper_process.PATIENCE), (future, index)
+            except (helper_process.HelperError, TimeoutError):
+                if self._helper is not None:  # a helper that hangs fails all it has not sent
+                    self._helper.close()
+        return self._points(exercise, name), None
+
+    def _jax_ahead(self, exercises: list[Exercise]) -> None:
+        """Start the points of every gradient check that asks jax, and jax's results there,
+        JAX_CHUNK exercises to a call (live grading only): in a helper process
+        (gradcheck.grading.helper_process) that works on another core while this one imports and runs torch, or,
+        if this process has jax already, the points drawn now and jax run on jax's thread."""
+        checks = [(number, (exercise, name)) for number, exercise in enumerate(exercises)
+                  for name in self._jax_checks(exercise)]
+        if self.key is not None or not checks:
+            helper_process.discard()  # a helper prestarted for nothing
+            return
+        work: list[list[tuple[helper_process.Check, tuple[str, str]]]] = []
+        for module in jax_modules(checks):
+            work.append([])
+            for exercise, name in module:
+                try:
+                    points = (exercise.sampling(sample_seed(self.seed, exercise.id))
+                              if name == "sampled" else self._points(exercise, name))
+                    check = helper_process.Check(exercise.program, tuple(exercise.grad_names), points)
+                except Exception:  # the check, graded as before, reports what is wrong
+                    continue
+                work[-1].append((check, (exercise.id, name)))
+        modules = [[check for check, _ in part] for part in work]
+        if helper_process.available():
+            self._helper = helper_process.Helper(modules)
+            points, results = self._helper.points, self._helper.results
+            if any(name not in GRADIENT_CHECKS or "torch" in self._wanted(exercise, name)
+                   for exercise in exercises for name in exercise.checks.present()):
+                # meanwhile this process has nothing to do but import torch
+                self._in_background("gradcheck-oracles", oracles.backend, "torch")
+        else:  # jax is imported here already: a prestarted helper would only repeat that
+            helper_process.discard()
+            points, results = helper_process.here(
+                modules, lambda function, *args: self._in_background("gradcheck-jax", function,
+                                                                     *args))
+        number = 0
+        for index, part in enumerate(work):
+            for place, (_, key) in enumerate(part):
+                self._ahead[key] = (points[number], results[index], place)
+                number += 1
+
+    def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
+                   budget: _Budget, early: tuple[Future, int] | None = None
+                   ) -> tuple[str, str, list[str]]:
+        program = exercise.program
+        # The oracles work while the worker does: on two cores, neither waits for the other.
+        expected = self._in_background("gradcheck-oracles", self._oracle_results, exercise,
+                                       points, wanted, early)
+        reply = self._ask(exercise, {"kind": "gradients", "program": program.spec(),
+                                     "points": points, "requires_grad": exercise.grad_names},
+                          budget)
+        if isinstance(reply, Failure):
+            return "failed", reply.message, []
+        grading = compare.grade(program, points, exercise.grad_names, expected.result(),
+                                reply["results"], exercise.tolerance.pair(), exercise.convention)
+        if grading.count("skipped") == len(points):
+            return "skipped", grading.message, grading.author_notes
+        if grading.passed:
+            return "passed", grading.message, grading.author_notes
+        spare = _Budget(budget.seconds)
+        message = localise.feedback(grading, program, points, exercise.grad_names,
+                                    # feedback has a budget of its own: it never costs a
+                                    # later check its time
+                                    lambda request: self._ask(exercise, request, spare),
+                                    exercise.tolerance.pair().analytic,
+                                    # torch's walk from the key where it holds one
+                                    None if self.key is None else
+                                    lambda index: self.key.walk(exercise, points, index))
+        return "failed", _with_hint(message, exercise), grading.author_notes
+
+    def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
+                        wanted: list[str], early: tuple[Future, int] | None = None
+                        ) -> dict[str, oracles.OracleResult | oracles.Skipped]:
+        """The oracles' values and gradients of the exercise's program at `points` (torch's and
+        jax's from the answer key, if there is one that holds this exercise; jax's from the work
+        done ahead, if it succeeded, else computed here as without it)."""
+        if self.key is not None:
+            return self.key.oracle_results(exercise, points, wanted)
+        done: dict[str, oracles.OracleResult | oracles.Skipped] = {}
+        if early is not None and "jax" in wanted:
+            future, index = early
+            try:
+                done["jax"] = future.result()[index]
+            except Exception:  # one program jax cannot run spoils its module: its check says so
+                pass
+        live = oracles.compute(exercise.program, points, exercise.grad_names,
+                               [name for name in wanted if name not in done])
+        return {name: done[name] if name in done else live[name] for name in wanted}
+
+    def _against_torch(self, exercise: Exercise, request: dict[str, Any], budget: _Budget,
+                       verdict: Callable[[dict[str, Any], dict[str, Any], Exercise], str]
+                       ) -> tuple[str, str, list[str]]:
+        record = self._torch_record(exercise, request)
+        if isinstance(record, str):
+            return "skipped", record, [record]
+        reply = self._ask(exercise, request, budget)
+        expected = record.result()  # torch ran while the worker did
+        if isinstance(reply, Failure):
+            return "failed", reply.message, []
+        message = verdict(expected, reply, exercise)
+        if message:
+            return "failed", _with_hint(message, exercise), []
+        return "passed", "", []
+
+    def _torch_record(self, exercise: Exercise, request: dict[str, Any]
+                      ) -> Future[dict[str, Any]] | str:
+        """torch's answer to `request`: from the answer key, or observed in this process (torch is
+        trusted), in the oracles' thread; or why there is none."""
+        if self.key is not None:
+            stored = self.key.torch_record(exercise, request)
+            if stored is not None:
+                done: Future[dict[str, Any]] = Future()
+                done.set_result(stored)
+                return done
+        cache_key = json.dumps(request, sort_keys=True)
+        if cache_key not in self._torch_records:
+            if importlib.util.find_spec("torch") is None:
+                why = "torch is not installed"
+                self._torch_records[cache_key] = (
+                    f"skipped: {self.key.refusal(exercise)}; it cannot be graded live: {why}"
+                    if self.key is not None else f"skipped: {why}")
+            else:  # torch is imported there too, so the worker can answer meanwhile
+                self._torch_records[cache_key] = self._in_background(
+                    "gradcheck-oracles", _torch_answer, request)
+        return self._torch_records[cache_key]
+
+    def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget
+             ) -> dict[str, Any] | Failure:
+        remaining = budget.seconds - budget.spent
+        if remaining <= 0:
+            return Failure("timeout", f"not run: the exercise's {budget.seconds:g} s ran out "
+                                      "in an earlier check", "")
+        started, importing = time.monotonic(), self.worker.import_seconds
+        reply = self.worker.request(request, timeout=remaining)
+        budget.spent += time.monotonic() - started - (self.worker.import_seconds - importing)
+        if isinstance(reply, Failure) and reply.kind == "timeout" and reply.phase != "import":
+            where = handler.PHASES.get(reply.phase, f"in {reply.phase}")
+            return dataclasses.replace(reply, message=f"timed out after {budget.seconds:g} s "
+                                                      f"{where}")
+        return reply
+
+    def _absent_operations(self, exercise: Exercise, budget: _Budget) -> str:
+        """A message naming what the exercise needs and the engine lacks, or ''."""
+        if self._missing is None:
+            reply = self._ask(exercise, {"kind": "inspect"}, budget)
+            if isinstance(reply, Failure):
+                return reply.message
+            self._missing = dict(reply.get("details", {}))
+        needed = exercise.program.ops_used() | {"tensor", "no_grad", "tolist", "backward",
+                                                "grad"}
+        absent = [name for name in self._missing if name in needed]
+        if not absent:
+            return ""
+        details = "; ".join(self._missing[name] for name in absent)
+        return (f"your engine is missing {', '.join(absent)}, which this exercise uses "
+                f"({details}). Implement it to earn these points.")
+
+
+class _Budget:
+    """An exercise's time limit, spent only while the worker works on a request: the grader's
+    own work (oracles, torch, feedback) and the import of a restarted worker never count
+    against a submission, so a slow or cold grader cannot fail a correct engine."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spent = 0.0
+
+
+CHECK_TITLES = {
+    "gradients": "gradients at the listed points",
+    "sampled": "gradients at sampled points",
+    "answers": "hand-derived answers",
+    "graph": "the graph (grad_fn, leaves)",
+    "behaviour": "autograd behaviour, step by step",
+}
+
+
+def prestart(key: object, oracles: Sequence[str] | None) -> None:
+    """Before the bank is loaded for grading, start the helper process a live grading gives
+    jax's work to (`gradcheck.grading.helper_process.prestart`): it imports jax meanwhile, on the other core."""
+    if key is None and (oracles is None or "jax" in oracles):
+        helper_process.prestart()
+
+
+def _torch_answer(request: dict[str, Any]) -> dict[str, Any]:
+    from gradcheck.engine import torch_engine
+
+    return handler.handle(torch_engine, request)
+
+
+def _with_hint(message: str, exercise: Exercise) -> str:
+    return f"{message}\nHint: {exercise.hint}" if exercise.hint else message
+
+
+def _graph_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> str:
+    """The first graph fact where the engine differs from torch, as a sentence, or ''."""
+    if torch.get("error"):
+        return ""  # validation reports a program torch cannot run; never the student's fault
+    if found.get("error"):
+        return _error_sentence("building the graph", found["error"])
+    tolerance = exercise.tolerance.pair().analytic
+    for name, facts in torch["nodes"].items():
+        mine = found["nodes"].get(name, {})
+        for field in ("grad_fn", "is_leaf", "requires_grad"):
+            if mine.get(field) != facts[field]:
+                return (f"{name}.{field} should be {facts[field]!r}, as in torch; your engine "
+                        f"gives {mine.get(field)!r}")
+        if not _close(mine.get("value"), facts["value"], tolerance):
+            return f"the value of {name} should be {facts['value']!r}; found {mine.get('value')!r}"
+    return ""
+
+
+def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> str:
+    """The first step where the engine departs from torch, as a sentence, or ''."""
+    check = exercise.checks.behaviour
+    if found.get("error"):
+        return _error_sentence("running the program before the first step", found["error"])
+    tolerance = exercise.tolerance.pair().analytic
+    for number, (step, want, got) in enumerate(zip(check.steps, torch["steps"], found["steps"]),
+                                               start=1):
+        line = exercise.line_of(f"checks.behaviour.steps[{number - 1}]")
+        where = (f"step {number}, `{localise.step_code(step, exercise.program.output_name)}`"
+                 + (f" (exercise line {line})" if line else ""))
+        if bool(want["error"]) != bool(got["error"]):
+            if want["error"]:
+                return (f"{where}: torch raises {want['error']['type']} "
+                        f"({_first_line(want['error']['message'])}); your engine raised nothing")
+            return f"{where}: torch raises nothing; " + _error_sentence("", got["error"])
+        if want["error"] and want["error"]["type"] != got["error"]["type"]:
+            return (f"{where}: torch raises {want['error']['type']}, your engine "
+                    f"{got['error']['type']} ({_first_line(got['error']['message'])})")
+        for item in step.expect:
+            expected, seen = want["observed"].get(item), got["observed"].get(item)
+            if not _close(seen, expected, tolerance):
+                return (f"{where}: after it, {localise.observation_name(item)} is {seen!r} in "
+                        f"your engine; torch gives {expected!r}")
+    return ""
+
+
+def _close(found: Any, expected: Any, tolerance: compare.Tolerance) -> bool:
+    """Plain JSON values equal within `tolerance` (numbers), or exactly (anything else)."""
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        return type(found) is type(expected) and found == expected
+    if isinstance(expected, (int, float)):
+        if isinstance(found, bool) or not isinstance(found, (int, float)):
+            return False
+        return bool(tolerance.close([float(found)], [float(expected)])[0])
+    if isinstance(expected, list):
+        return (isinstance(found, list) and len(found) == len(expected)
+                and all(_close(f, e, tolerance) for f, e in zip(found, expected)))
+    return False
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _error_sentence(during: str, error: Mapping[str, Any]) -> str:
+    where = f" while {during}" if during else ""
+    return f"your engine raised {error['type']}{where}: {_first_line(error['message'])}"
+
+
+def _load_key(path: str | Path) -> Any:
+    return answer_key.load(path)
+
+
+def grade(submission: str | Path, exercises: str | Path | Iterable[str | Path] | None = None,
+          *, strict: bool = False, progress: Progress | None = None, **options: Any
+          ) -> GradeReport:
+    """Grade `submission` on a bank (default: the bundled one)."""
+    prestart(options.get("key"), options.get("oracles"))
+    try:
+        try:
+            bank = load_bank(exercises if exercises is not None else bundled.bank_dir(),
+                             strict=strict)
+        except OSError as exc:
+            raise GraderError(f"cannot read the exercises: {exc}") from exc
+        with Grader(submission, **options) as grader:
+            return grader.grade_bank(bank, progress)
+    finally:  # a helper no grading took (a bad bank or submission) must not outlive the call
+        helper_process.discard()

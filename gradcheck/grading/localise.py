@@ -1,0 +1,387 @@
+"""Feedback that finds the bug: which operation's forward or backward is wrong, and why.
+
+When a gradients check fails at a point, the program runs again on the submission with the probe's
+`trace` request (retain_grad on every node; the value and gradient of each) and the submission's
+numbers are compared with torch's chain-rule walk (:mod:`gradcheck.grading.chain_rule`):
+
+- forward: the first node, in evaluation order, whose value is wrong although its operands are
+  right is the faulty operation;
+- backward: walking from the output, every node whose gradient is right is passed; the first
+  node whose gradient is wrong received it along edges from nodes whose gradients are right, so
+  one of those edges, or the adding up of several, is at fault. Each suspect operation is then run
+  on its own on the submission (a `behaviour` request: the operation on fresh leaves, then
+  backward) to tell a wrong local derivative from gradients that were not added up.
+
+A submission whose retain_grad() does not work leaves the gradients inside the graph unknown;
+then every operation backward reaches is run on its own, nearest the output first. When nothing
+can be concluded, there is no finding and the check keeps its plain comparison. The submission
+is only ever asked through `ask` (the sandboxed worker); nothing it returns is trusted beyond the
+JSON shapes the probe checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from gradcheck.bank.tolerances import Tolerance
+from gradcheck.grading.chain_rule import (
+    Edge,
+    Walk,
+    WalkError,
+    number_text,
+    pair_text,
+    trace_request,
+    walk,
+)
+from gradcheck.grading.compare import Grading
+from gradcheck.program.language import Program, parse
+from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
+
+Ask = Callable[[dict[str, Any]], Any]  # a request -> the reply, or a sandbox Failure
+Truth = Callable[[int], "Walk | None"]  # a point's index -> torch's walk there, if known
+#: operations run on their own in one request (the suspects, or, when the submission's trace has
+#: no gradients inside the graph, those nearest the output).
+MAX_ALONE = 100
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Where a submission goes wrong. The message's first line names the faulty operation."""
+
+    kind: str  # forward, backward, alone, accumulate, order, seed, combine
+    #: the operation at fault (accumulate: the node whose gradients were not summed; combine:
+    #: None, as no single node is at fault)
+    node: int | None
+    message: str
+    arg: int | None = None  # the operand that received a wrong gradient
+
+
+def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, Any]],
+             requires_grad: Sequence[str], ask: Ask, tolerance: Tolerance,
+             truth: Truth | None = None) -> str:
+    """A failed gradients check's message: the finding at the first failing point (when there is
+    one), then the plain comparison. `truth(i)` gives torch's walk at point i (default: walked
+    here, with torch; an answer key holds some)."""
+    failed = [i for i, v in enumerate(grading.verdicts) if v.status == "failed" and not v.error]
+    finding = None
+    if failed:
+        known = truth(failed[0]) if truth is not None else None
+        finding = locate(program, points[failed[0]], requires_grad, ask, tolerance, known)
+    return f"{finding.message}\n{grading.message}" if finding else grading.message
+
+
+def locate(program: Program, point: Mapping[str, Any], requires_grad: Sequence[str], ask: Ask,
+           tolerance: Tolerance, truth: Walk | None = None) -> Finding | None:
+    """The first place where the submission departs from torch's walk at `point` (`truth`, or
+    walked here), or None."""
+    try:
+        truth = truth or walk(program, point, requires_grad)
+    except WalkError:
+        return None
+    reply = ask(trace_request(program, point, requires_grad))
+    if not isinstance(reply, dict) or not reply.get("nodes"):
+        return None
+    found = {record["id"]: record for record in reply["nodes"]}
+    if set(found) != set(truth.ids):
+        return None
+    return (_forward(truth, found, tolerance)
+            or _backward(truth, found, ask, tolerance))
+
+
+# --- forward ------------------------------------------------------------------------------------
+
+
+def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | None:
+    for i in w.needed():
+        got = found[i]["value"]
+        if same_numbers(got, w.values[i], tol):
+            continue
+        node = w.node(i)
+        shown, want = _pair(got, w.values[i])
+        if node.op == "input":
+            message = (f"{_at(w)}the input {node.name} holds {shown} once tensor("
+                       f"{_exact(w.values[i])}) made it; it should hold exactly the number it "
+                       "was given (in float64).")
+        else:
+            message = (f"{_at(w)}the forward of {_where(w, i)} gives {shown}; torch gives {want} "
+                       f"from the same operands ({_operands(w, i)}).")
+        return Finding("forward", i, message)
+    return None
+
+
+# --- backward -----------------------------------------------------------------------------------
+
+
+def _backward(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Finding | None:
+    if not _is_numbers(found[w.output]["grad"]):  # no working retain_grad(): nothing inside
+        return _alone(w, found, ask, tol)
+    for i in w.backward_order():
+        got = found[i]["grad"]
+        if same_numbers(got, w.grads[i], tol):
+            continue
+        if i == w.output:
+            shown, want = _pair(got, w.grads[i])
+            return Finding("seed", i, f"{_at(w)}backward() should start from gradient {want} at "
+                                      f"the output {w.label(i)}; its .grad is {shown}.")
+        return _blame(w, i, got, ask, tol)
+    return None
+
+
+def _blame(w: Walk, i: int, got: Any, ask: Ask, tol: Tolerance) -> Finding | None:
+    """Node i got a wrong gradient from consumers whose own gradients are right."""
+    edges = w.consumers(i)
+    if not edges:
+        return None
+    alone = passed_alone(w, sorted({c for c, _ in edges}, reverse=True)[:MAX_ALONE], ask)
+    for c, e in edges:
+        key = (c, e.slot)
+        if key in alone and not same_numbers(alone[key], e.passed, tol):
+            return _wrong_edge(w, c, e, got if len(edges) == 1 else alone[key], "backward")
+    if len(edges) == 1:
+        c, e = edges[0]
+        if (c, e.slot) not in alone:  # the operation could not run alone: trust the trace
+            return _wrong_edge(w, c, e, got, "backward")
+        shown, want = _pair(got, e.passed)
+        return Finding("order", c, "\n".join([
+            f"{_at(w)}the backward of {_where(w, c)} passed {shown} to {_operand(w, c, e)} "
+            f"although its own gradient, {number_text(w.grads[c])}, is right; it should pass "
+            f"{want}.",
+            "Run on its own, this operation passes the right gradient, so backward() used it "
+            "before all of its gradient had arrived, or more than once: visit the nodes in "
+            "reverse topological order (every consumer of a node before the node), each once."]),
+            e.arg)
+    if all((c, e.slot) in alone for c, e in edges):
+        return _not_added(w, i, got, edges, tol)
+    return None
+
+
+def _alone(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Finding | None:
+    """Without gradients inside the graph: run each operation alone, nearest the output first."""
+    operations = [c for c in w.backward_order() if w.edges(c)]
+    candidates = operations[:MAX_ALONE]
+    alone = passed_alone(w, candidates, ask)
+    for c in candidates:
+        for e in w.edges(c):
+            if (c, e.slot) in alone and not same_numbers(alone[(c, e.slot)], e.passed, tol):
+                return _wrong_edge(w, c, e, alone[(c, e.slot)], "alone")
+    every_one_ran = len(operations) <= MAX_ALONE and all(
+        (c, e.slot) in alone for c in operations for e in w.edges(c))
+    inputs_wrong = any(not same_numbers(found[i]["grad"], w.grads[i], tol)
+                       for i in w.backward_order() if w.node(i).op == "input")
+    if not (every_one_ran and inputs_wrong):
+        return None
+    return Finding("combine", None, "\n".join([
+        f"{_at(w)}every operation's backward is right on its own, yet the gradients are wrong: "
+        "the mistake is in how backward() combines them.",
+        "Check that a value used more than once adds up (+=) every gradient it receives, and that "
+        "backward() visits each node once, in reverse topological order. With a working "
+        "retain_grad(), gradcheck could point at the exact node."]))
+
+
+def _wrong_edge(w: Walk, c: int, e: Edge, passed: Any, kind: str) -> Finding:
+    node = w.node(c)
+    shown, want = _pair(passed, e.passed)
+    operand = _operand(w, c, e)
+    incoming = number_text(w.grads[c])
+    if kind == "alone":
+        head = (f"{_at(w)}the backward of {_where(w, c)}, run on its own, passes {shown} to "
+                f"{operand}; it should pass {want}.")
+        right = ""
+    else:
+        head = (f"{_at(w)}the backward of {_where(w, c)} passed {shown} to {operand}; it should "
+                f"pass {want}.")
+        right = " (that part is right)"
+    of = f"{node.text} with respect to {w.label(e.arg)}"
+    if isinstance(e.slope, list) or isinstance(w.grads[c], list):
+        detail = (f"The gradient arriving at `{node.text}` is {incoming}{right}; the local slope "
+                  f"of {of} is {number_text(e.slope)} (one per element) at "
+                  f"{_operands(w, c)}, so {w.label(e.arg)} should receive {want}.")
+    else:
+        detail = (f"The gradient arriving at `{node.text}` is {incoming}{right}; the local slope "
+                  f"of {of} is {number_text(e.slope)} at {_operands(w, c)}, so "
+                  f"{w.label(e.arg)} should receive {number_text(e.slope)} × {incoming} = "
+                  f"{want}.")
+    lines = [head, detail]
+    if kind == "alone":
+        lines.append("(Found by running each operation on its own: retain_grad() does not work "
+                     "in your engine, so the gradients inside the graph could not be read.)")
+    return Finding(kind, c, "\n".join(lines), e.arg)
+
+
+def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]],
+               tol: Tolerance) -> Finding:
+    label = w.label(i)
+    shown, want = _pair(got, w.grads[i])
+    parts = [f"`{w.node(c).text}` ({w.grad_fn(c)}) passes {number_text(e.passed)}"
+             for c, e in edges]
+    only = [c for c, e in edges if same_numbers(got, e.passed, tol)]
+    tail = f"; {shown} is only what `{w.node(only[0]).text}` passed" if only else ""
+    return Finding("accumulate", i, "\n".join([
+        f"{_at(w)}backward() did not add up the {len(edges)} gradients that reach {label}: "
+        f"{label} should get their sum, {want}, but got {shown}.",
+        f"{'; '.join(parts)}, and each of these operations is right on its own{tail}. When a "
+        "value is used more than once, add each incoming gradient to what is there (+=) instead "
+        "of replacing it (=)."]))
+
+
+# --- running operations alone on the submission -------------------------------------------------
+
+
+def passed_alone(w: Walk, nodes: Sequence[int], ask: Ask) -> dict[tuple[int, int], Any]:
+    """(node, slot) -> what the submission passes along that edge when the operation runs alone
+    on fresh leaves holding torch's operand values, given the node's right gradient. Edges the
+    submission could not run are absent."""
+    nodes = [c for c in nodes if w.edges(c)]
+    if not nodes:
+        return {}
+    request = alone_request(w, nodes)
+    reply = ask(request)
+    if not isinstance(reply, dict) or reply.get("error"):
+        return {}
+    passed: dict[tuple[int, int], Any] = {}
+    for k, (c, step) in enumerate(zip(nodes, reply["steps"])):
+        if step["error"]:
+            continue
+        for e in w.edges(c):
+            seen = step["observed"][f"grad.i{k}_{e.slot}"]
+            if isinstance(seen, dict):  # reading the gradient raised
+                continue
+            if seen is not None and w.node(c).size is None:  # backward() gave the local slope
+                seen = (np.asarray(seen, np.float64) * np.asarray(w.grads[c])).tolist()
+            passed[(c, e.slot)] = seen
+    return passed
+
+
+def alone_request(w: Walk, nodes: Sequence[int]) -> dict[str, Any]:
+    """A behaviour request running each operation of `nodes` on fresh leaves (one per operand
+    slot), then backward from it: with no argument for a scalar, with the node's gradient for a
+    vector."""
+    lines, inputs, point, steps = [], {}, {}, []
+    for k, c in enumerate(nodes):
+        node = w.node(c)
+        operands = []
+        for slot, a in enumerate(node.args):
+            arg = w.node(a)
+            if arg.op == "const":
+                operands.append(f"({arg.value!r})")
+                continue
+            name = f"i{k}_{slot}"
+            inputs[name], point[name] = arg.size, w.values[a]
+            operands.append(name)
+        lines.append(f"o{k} = {_expression(node, operands)}")
+        backward: dict[str, Any] = {"of": f"o{k}"}
+        if node.size is not None:
+            backward["gradient"] = w.grads[c]
+        steps.append({"backward": backward,
+                      "expect": [f"grad.i{k}_{e.slot}" for e in w.edges(c)]})
+    program = parse("\n".join(lines), inputs)
+    return {"kind": "behaviour", "program": program.spec(), "point": point,
+            "requires_grad": list(inputs), "steps": steps}
+
+
+def _expression(node: Any, operands: list[str]) -> str:
+    op = OPS[node.op]
+    if op.kind == BINARY:
+        return f"{operands[0]} {op.symbol} {operands[1]}"
+    if op.kind == UNARY:
+        return f"-{operands[0]}"
+    if op.kind == SELECT:
+        return f"{operands[0]}[{node.index}]"
+    return f"{operands[0]}.{op.name}()"
+
+
+# --- behaviour steps ----------------------------------------------------------------------------
+
+
+def step_code(step: Any, output: str) -> str:
+    """A behaviour step as the engine code it runs, e.g. `z.backward(retain_graph=True)`."""
+    action = step.action
+    args = getattr(step, action)
+    if action == "backward":
+        given = [f"gradient=tensor({args.gradient!r})"] * (args.gradient is not None)
+        given += ["retain_graph=True"] * args.retain_graph
+        return f"{args.of or output}.backward({', '.join(given)})"
+    if action == "forward":
+        return "the program again" + (" under no_grad()" if args.no_grad else "")
+    if action == "zero_grad":
+        return "; ".join(f"{name}.grad = None" for name in args)
+    if action == "retain_grad":
+        return "; ".join(f"{name}.retain_grad()" for name in args)
+    if action == "detach":
+        return f"{args.name} = {args.of}.detach()"
+    if action == "requires_grad":
+        return "; ".join(f"{name}.requires_grad_({flag})" for name, flag in args.items())
+    return "; ".join(f"{p} = {p} - {args.lr!r} * {p}.grad" for p in args.params) + " (no_grad)"
+
+
+def observation_name(item: str) -> str:
+    """`grad.x` as engine code: `x.grad`."""
+    kind, name = item.split(".", 1)
+    return f"{name}.{kind}"
+
+
+# --- wording and comparison ---------------------------------------------------------------------
+
+
+def _at(w: Walk) -> str:
+    parts = [f"{name}={_exact(value)}" for name, value in w.point.items()]
+    return f"At {', '.join(parts)}, "
+
+
+def _exact(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(repr(float(v)) for v in value) + "]"
+    return repr(float(value))
+
+
+def _where(w: Walk, i: int) -> str:
+    node = w.node(i)
+    several = len(w.program.source.strip().splitlines()) > 1
+    line = f", line {node.line} of the program" if several else ""
+    return f"`{node.text}` ({w.grad_fn(i) or node.op}{line})"
+
+
+def _operand(w: Walk, c: int, e: Edge) -> str:
+    args = w.node(c).args
+    if args.count(e.arg) > 1:
+        return f"{w.label(e.arg)} (its {('first', 'second')[e.slot]} operand)"
+    return w.label(e.arg)
+
+
+def _operands(w: Walk, i: int) -> str:
+    args = dict.fromkeys(a for a in w.node(i).args if w.node(a).op != "const")
+    return ", ".join(f"{w.label(a)} = {number_text(w.values[a])}" for a in args)
+
+
+def observed_text(x: Any) -> str:
+    """A value read from a submission: a number, a list, None, or the error reading it raised."""
+    if isinstance(x, dict):
+        return f"an error ({(x.get('error') or {}).get('type', 'Error')})"
+    return number_text(x)
+
+
+def _pair(found: Any, expected: Any) -> tuple[str, str]:
+    if isinstance(found, dict):
+        return observed_text(found), number_text(expected)
+    if found is None:
+        return "nothing (None)", number_text(expected)
+    return pair_text(found, expected)
+
+
+def _is_numbers(x: Any) -> bool:
+    return type(x) in (int, float) or isinstance(x, list) and all(type(v) in (int, float)
+                                                                   for v in x)
+
+
+def same_numbers(found: Any, expected: Any, tol: Tolerance) -> bool:
+    """Plain JSON numbers equal within `tol`; None only equals None."""
+    if found is None or expected is None:
+        return found is None and expected is None
+    if not _is_numbers(found) or isinstance(found, list) != isinstance(expected, list):
+        return False
+    if isinstance(found, list) and len(found) != len(expected):
+        return False
+    return bool(np.all(tol.close(found, expected)))

@@ -1,0 +1,46 @@
+"""What a grading asks, the same live and when an answer key is built: the seed of each
+exercise's sampled points, the request of a graph or behaviour check, the modules jax compiles
+the checks in, and the error for a grading that cannot run at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence, TypeVar
+
+from gradcheck.bank.models import Exercise
+
+JAX_CHUNK = 12
+T = TypeVar("T")
+
+
+class GraderError(Exception):
+    """The grader itself cannot run (a missing submission, an unreadable bank)."""
+
+
+def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:
+    """The checks, each given with its exercise's number in the bank, that jax compiles as one
+    module: those of JAX_CHUNK exercises at a time. Live grading and `key build` both group them
+    so, which keeps a key's results equal to live ones to the bit."""
+    modules: dict[int, list[T]] = {}
+    for number, check in checks:
+        modules.setdefault(number // JAX_CHUNK, []).append(check)
+    return [modules[first] for first in sorted(modules)]
+
+
+def sample_seed(seed: int, exercise_id: str) -> int:
+    """The seed of one exercise's sampled points in a run: each exercise draws its own points,
+    and the same run seed always gives the same ones (what an answer key relies on)."""
+    digest = hashlib.sha256(f"{seed}:{exercise_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def torch_request(exercise: Exercise, name: str) -> dict[str, Any]:
+    """The request of a `graph` or `behaviour` check: asked of torch here and of the engine."""
+    check = getattr(exercise.checks, name)
+    request = {"kind": name, "program": exercise.program.spec(), "point": exercise.values,
+               "requires_grad": exercise.grad_names}
+    if name == "graph":
+        return {**request, "names": list(check.names)}
+    return {**request, "steps": [step.model_dump(exclude_none=True, exclude_defaults=False)
+                                 for step in check.steps]}

@@ -1,0 +1,72 @@
+"""How an exercise's points are shared among its checks.
+
+The rule, chosen for being easy to explain to a student:
+
+- An exercise's points are split across its checks in proportion to their weights (equal by
+  default). That split is the partial credit: an engine that gets the gradients right but the
+  graph wrong keeps the gradient checks' share.
+- Within one check it is all or nothing. A check that passes at 19 of 20 sampled points has a
+  wrong derivative somewhere, and crediting 95% of it would pay for a bug the check exists to
+  catch (a derivative wrong on one side of a kink would still collect half).
+- Points are counted in hundredths. Shares are rounded by the largest-remainder rule, earlier
+  checks winning ties, so the shares of an exercise always add up to exactly its points
+  (1 point over three checks: 0.34, 0.33, 0.33).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gradcheck.bank.models import Exercise
+
+#: Points are counted in units of one hundredth.
+UNITS_PER_POINT = 100
+
+
+def check_points(exercise: Exercise) -> dict[str, float]:
+    """The checks present in `exercise`, in the format's order, each with its maximum score."""
+    checks = exercise.checks
+    return split_points(exercise.points,
+                        {name: getattr(checks, name).weight for name in checks.present()})
+
+
+def split_points(points: float, weights: Mapping[str, float]) -> dict[str, float]:
+    """Each check's share of `points`, by weight, in hundredths that add up exactly to `points`.
+
+    `weights` maps check names (in the exercise's order) to non-negative weights, not all zero.
+    """
+    if not weights:
+        raise ValueError("an exercise needs at least one check to share its points")
+    if any(not math.isfinite(w) or w < 0 for w in weights.values()):
+        raise ValueError(f"check weights must be finite and non-negative, got {dict(weights)}")
+    units = _units(points)
+    exact = {name: Fraction(w) for name, w in weights.items()}
+    total_weight = sum(exact.values())
+    if total_weight == 0:
+        raise ValueError("at least one check must have a positive weight")
+    quotas = {name: units * w / total_weight for name, w in exact.items()}
+    shares = {name: math.floor(q) for name, q in quotas.items()}
+    left = units - sum(shares.values())
+    # sorted() is stable, so among equal remainders the earlier check gets the extra hundredth.
+    for name in sorted(shares, key=lambda n: shares[n] - quotas[n])[:left]:
+        shares[name] += 1
+    return {name: n / UNITS_PER_POINT for name, n in shares.items()}
+
+
+def total(scores: Iterable[float]) -> float:
+    """The sum of scores made of hundredths, free of floating-point residue (0.1 + 0.2 is 0.3)."""
+    return round(math.fsum(scores), 2)
+
+
+def _units(points: float) -> int:
+    """`points` as a whole number of hundredths; finer points cannot be shared exactly."""
+    if not math.isfinite(points) or points < 0:
+        raise ValueError(f"points must be a finite number >= 0, got {points!r}")
+    units = round(points * UNITS_PER_POINT)
+    if not math.isclose(units, points * UNITS_PER_POINT, rel_tol=0, abs_tol=1e-6):
+        raise ValueError(f"points must be a whole number of hundredths, got {points!r}")
+    return units

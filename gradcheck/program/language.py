@@ -1,0 +1,382 @@
+"""The program language: a tiny, allow-listed subset of Python parsed with `ast`.
+
+A program is a few assignments over named inputs, for example::
+
+    y = x ** 2
+    z = 2 * y + 1
+
+It is never evaluated by Python. The parse gives a flat list of nodes (the intermediate form) that
+every backend interprets from the table in :mod:`gradcheck.program.ops`: engines through the protocol
+(`a * b`, `a.exp()`), numpy and jax through array functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from gradcheck.program.ops import BINARY_BY_SYMBOL, CALLABLE, OPS, REDUCTION, Op, fold_constant
+
+MAX_SOURCE_CHARS = 20_000
+MAX_NODES = 200_000
+MAX_STATEMENTS = 1_000_000  # statements run, loops unrolled (`y = x` adds no node)
+MAX_CONSTANT = 1e12
+MAX_VECTOR = 100_000
+
+_TOO_DEEP = ("an expression is nested too deeply to read; split it into several assignments, "
+             "like `a = x + x` then `b = a + x`")
+_AST_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
+_OTHER_OPERATORS = {ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@", ast.BitXor: "^",
+                    ast.BitOr: "|", ast.BitAnd: "&", ast.LShift: "<<", ast.RShift: ">>",
+                    ast.UAdd: "unary +", ast.Not: "not", ast.Invert: "~"}
+
+
+class ProgramError(ValueError):
+    """A program that is not in the language; `line` and `column` are 1-based, in the program."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        return f"line {self.line}, column {self.column}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One value of the program: an input, a constant or an operation on earlier nodes."""
+
+    op: str  # "input", "const" or a name in gradcheck.program.ops.OPS
+    args: tuple[int, ...] = ()
+    size: int | None = None  # None for a scalar, else the length of a 1-D value
+    name: str = ""  # the input's name, or the variable this node was assigned to
+    value: float = 0.0  # for constants
+    index: int = 0  # for select
+    reduces_scalar: bool = False  # a sum or mean of a scalar: the identity on arrays
+    text: str = ""  # the source expression, for feedback
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True)
+class Program:
+    """A parsed program. `names` maps each variable to the node it holds at the end."""
+
+    source: str
+    inputs: Mapping[str, int | None]
+    output_name: str
+    nodes: tuple[Node, ...]
+    names: Mapping[str, int]
+
+    @property
+    def output(self) -> int:
+        return self.names[self.output_name]
+
+    def spec(self) -> dict[str, Any]:
+        """Plain data from which :func:`parse` rebuilds this program (for the worker)."""
+        return {"source": self.source, "inputs": dict(self.inputs), "output": self.output_name}
+
+    def ops_used(self) -> set[str]:
+        return {n.op for n in self.nodes if n.op in OPS}
+
+
+def parse(source: str, inputs: Mapping[str, int | None], output: str | None = None) -> Program:
+    """Parse `source` over `inputs` (name -> None for a scalar, or a 1-D length)."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise ProgramError(f"the program has {len(source)} characters; the limit is "
+                           f"{MAX_SOURCE_CHARS}")
+    try:
+        tree = ast.parse(source, mode="exec")
+    except SyntaxError as exc:
+        raise ProgramError(f"not valid syntax: {exc.msg}", exc.lineno or 1,
+                           exc.offset or 1) from None
+    except (RecursionError, MemoryError):  # Python's parser gives up on very deep expressions
+        raise ProgramError(_TOO_DEEP) from None
+    return _Parser(source, inputs).program(tree, output)
+
+
+def spec_program(spec: Mapping[str, Any]) -> Program:
+    """Rebuild a program from :meth:`Program.spec`. Remembered: the grader and the worker each
+    check every request's program, several requests a program, and a looped one unrolls to
+    thousands of nodes (a Program is frozen, so sharing one is safe)."""
+    key = _spec_key(spec["source"], spec["inputs"], spec["output"])
+    program = _KNOWN.get(key)
+    if program is None:
+        program = remember(parse(spec["source"], spec["inputs"], spec["output"]))
+    return program
+
+
+def remember(program: Program) -> Program:
+    """Keep `program` for :func:`spec_program` (the oldest of many is forgotten)."""
+    if len(_KNOWN) >= MAX_KNOWN:
+        del _KNOWN[next(iter(_KNOWN))]
+    _KNOWN[_spec_key(program.source, program.inputs, program.output_name)] = program
+    return program
+
+
+def _spec_key(source: str, inputs: Mapping[str, int | None], output: str | None
+              ) -> tuple[Any, ...]:
+    return source, tuple(inputs.items()), output
+
+
+MAX_KNOWN = 512
+_KNOWN: dict[tuple[Any, ...], Program] = {}
+
+
+class _Parser:
+    def __init__(self, source: str, inputs: Mapping[str, int | None]) -> None:
+        self.source = source
+        self.inputs = dict(inputs)
+        self.nodes: list[Node] = []
+        self.names: dict[str, int] = {}
+        self.last_assigned: str | None = None
+        self.statements = 0  # statements run so far, loops unrolled
+        self.texts: dict[int, str] = {}
+        for name, size in self.inputs.items():
+            if not name.isidentifier() or name.startswith("_"):
+                raise ProgramError(f"input name {name!r} is not a plain identifier")
+            if size is not None and not 1 <= size <= MAX_VECTOR:
+                raise ProgramError(f"input {name!r} has length {size}; use 1..{MAX_VECTOR}")
+            self.names[name] = self._add(Node("input", size=size, name=name, text=name))
+
+    def program(self, tree: ast.Module, output: str | None) -> Program:
+        if not tree.body:
+            raise ProgramError("the program is empty; write at least one assignment")
+        self._statements(tree.body)
+        name = output or self.last_assigned
+        if name is None:
+            raise ProgramError("the program assigns nothing, so it has no output")
+        if name not in self.names:
+            raise ProgramError(f"the output {name!r} is never assigned")
+        return Program(self.source, self.inputs, name, tuple(self.nodes), dict(self.names))
+
+    def _add(self, node: Node) -> int:
+        if len(self.nodes) >= MAX_NODES:
+            raise ProgramError(f"the program unrolls to more than {MAX_NODES} operations",
+                               node.line, node.column)
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def _statements(self, body: Sequence[ast.stmt]) -> None:
+        for stmt in body:
+            # Counted as run, so nested loops over statements that add no node (`y = x`) end.
+            self.statements += 1
+            if self.statements > MAX_STATEMENTS:
+                raise _error(stmt, f"the program unrolls to more than {MAX_STATEMENTS} "
+                                   "statements; use fewer or shorter loops")
+            if isinstance(stmt, ast.Assign):
+                try:
+                    self._assign(stmt)
+                except RecursionError:  # an expression nested deeper than Python recurses
+                    raise _error(stmt, _TOO_DEEP) from None
+            elif isinstance(stmt, ast.For):
+                self._loop(stmt)
+            else:
+                raise _error(stmt, f"{_describe(stmt)} is not allowed; write assignments like "
+                                   "`y = x ** 2`")
+
+    def _assign(self, stmt: ast.Assign) -> None:
+        if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            raise _error(stmt, "assign to exactly one plain name, like `y = ...`")
+        target = stmt.targets[0].id
+        _check_name(stmt.targets[0], target)
+        if target in self.inputs:
+            raise _error(stmt.targets[0], f"{target!r} is an input and cannot be reassigned")
+        node_id = self._expr(stmt.value)
+        node = self.nodes[node_id]
+        if node.op != "input" and not node.name:
+            self.nodes[node_id] = _with_name(node, target)
+        self.names[target] = node_id
+        self.last_assigned = target
+
+    def _loop(self, stmt: ast.For) -> None:
+        count = _range_count(stmt)
+        if not isinstance(stmt.target, ast.Name) or stmt.target.id != "_":
+            raise _error(stmt.target, "write loops as `for _ in range(N):`")
+        for _ in range(count):
+            self._statements(stmt.body)
+
+    def _expr(self, expr: ast.expr) -> int:
+        if isinstance(expr, ast.Constant):
+            return self._constant(expr)
+        if isinstance(expr, ast.Name):
+            _check_name(expr, expr.id)
+            if expr.id not in self.names:
+                raise _error(expr, f"name {expr.id!r} is not defined; declare it as an input "
+                                   "or assign it first")
+            return self.names[expr.id]
+        if isinstance(expr, ast.BinOp) and type(expr.op) in _AST_SYMBOL:
+            op = BINARY_BY_SYMBOL[_AST_SYMBOL[type(expr.op)]]
+            return self._apply(expr, op, [self._expr(expr.left), self._expr(expr.right)])
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+            return self._apply(expr, OPS["neg"], [self._expr(expr.operand)])
+        if isinstance(expr, (ast.BinOp, ast.UnaryOp)):
+            symbol = _OTHER_OPERATORS.get(type(expr.op), type(expr.op).__name__)
+            raise _error(expr, f"the operator {symbol} is not allowed; the operators are "
+                               "+ - * / ** and unary minus")
+        if isinstance(expr, ast.Call):
+            return self._call(expr)
+        if isinstance(expr, ast.Subscript):
+            return self._select(expr)
+        raise _error(expr, f"{_describe(expr)} is not allowed in a program")
+
+    def _constant(self, expr: ast.Constant) -> int:
+        value = expr.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _error(expr, f"only numbers may appear as constants, not {value!r:.40}")
+        if not abs(value) <= MAX_CONSTANT:
+            raise _error(expr, f"the constant {value:.3g} is too large; keep constants within "
+                               f"±{MAX_CONSTANT:.0e}")
+        return self._add(Node("const", value=float(value), text=self._text(expr),
+                              line=expr.lineno, column=expr.col_offset + 1))
+
+    def _call(self, expr: ast.Call) -> int:
+        func = expr.func
+        if expr.keywords:
+            raise _error(expr, "keyword arguments are not allowed")
+        if isinstance(func, ast.Name):
+            _check_name(func, func.id)
+            op = CALLABLE.get(func.id)
+            if op is None:
+                raise _error(func, f"unknown function {func.id!r}; the functions are "
+                                   f"{', '.join(sorted(CALLABLE))}")
+            args = list(expr.args)
+        elif isinstance(func, ast.Attribute):
+            _check_name(func, func.attr)
+            op = CALLABLE.get(func.attr)
+            if op is None:
+                raise _error(func, f"unknown method {func.attr!r}; the methods are "
+                                   f"{', '.join(sorted(CALLABLE))}")
+            args = [func.value, *expr.args]
+        else:
+            raise _error(func, f"{_describe(func)} cannot be called")
+        if any(isinstance(a, ast.Starred) for a in args) or len(args) != op.arity:
+            raise _error(expr, f"{op.name} takes exactly one tensor, as `{op.name}(x)` or "
+                               f"`x.{op.name}()`")
+        return self._apply(expr, op, [self._expr(a) for a in args])
+
+    def _select(self, expr: ast.Subscript) -> int:
+        base = self._expr(expr.value)
+        size = self.nodes[base].size
+        index = expr.slice
+        negative = isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub)
+        literal = index.operand if negative else index  # type: ignore[attr-defined]
+        if not (isinstance(literal, ast.Constant) and type(literal.value) is int):
+            raise _error(index, "index with a whole number, like `v[0]`")
+        i = -literal.value if negative else literal.value
+        if size is None:
+            raise _error(expr, "only a 1-D value can be indexed; this one is a scalar")
+        if not -size <= i < size:
+            raise _error(index, f"index {i} is out of range for length {size}")
+        return self._add(Node("select", (base,), None, index=i % size, text=self._text(expr),
+                              line=expr.lineno, column=expr.col_offset + 1))
+
+    def _apply(self, expr: ast.expr, op: Op, args: list[int]) -> int:
+        sizes = [self.nodes[a].size for a in args]
+        if op.kind == REDUCTION:
+            size = None
+        else:
+            vectors = {s for s in sizes if s is not None}
+            if len(vectors) > 1:
+                raise _error(expr, f"lengths {' and '.join(map(str, sorted(vectors)))} do not "
+                                   "match")
+            size = vectors.pop() if vectors else None
+        if all(self.nodes[a].op == "const" for a in args):
+            try:
+                value = fold_constant(op, *(self.nodes[a].value for a in args))
+            except (ValueError, ArithmeticError) as exc:
+                raise _error(expr, str(exc)) from None
+            if not abs(value) <= MAX_CONSTANT:
+                raise _error(expr, f"the constant {self._text(expr)} = {value:.3g} is too large; "
+                                   f"keep constants within ±{MAX_CONSTANT:.0e}")
+            return self._add(Node("const", value=value, text=self._text(expr),
+                                  line=expr.lineno, column=expr.col_offset + 1))
+        return self._add(Node(op.name, tuple(args), size, text=self._text(expr),
+                              reduces_scalar=op.kind == REDUCTION and sizes[0] is None,
+                              line=expr.lineno, column=expr.col_offset + 1))
+
+    def _text(self, expr: ast.expr) -> str:
+        # Cached: loops revisit the same expressions, and each lookup splits the whole source.
+        key = id(expr)
+        if key not in self.texts:
+            self.texts[key] = ast.get_source_segment(self.source, expr) or ""
+        return self.texts[key]
+
+
+def _with_name(node: Node, name: str) -> Node:
+    return dataclasses.replace(node, name=name)
+
+
+def _range_count(stmt: ast.For) -> int:
+    it = stmt.iter
+    if (stmt.orelse or not isinstance(it, ast.Call) or not isinstance(it.func, ast.Name)
+            or it.func.id != "range" or len(it.args) != 1 or it.keywords
+            or not isinstance(it.args[0], ast.Constant) or type(it.args[0].value) is not int):
+        raise _error(stmt, "the only loop is `for _ in range(N):` with a whole number N")
+    count = it.args[0].value
+    if not 0 <= count <= MAX_NODES:
+        raise _error(it.args[0], f"loop count {count} is outside 0..{MAX_NODES}")
+    return count
+
+
+def _check_name(node: ast.AST, name: str) -> None:
+    if name.startswith("_"):
+        raise _error(node, f"names starting with an underscore ({name!r}) are not allowed")
+
+
+def _describe(node: ast.AST) -> str:
+    names = {ast.Lambda: "a lambda", ast.ListComp: "a comprehension",
+             ast.GeneratorExp: "a generator", ast.Attribute: "attribute access",
+             ast.Import: "an import", ast.ImportFrom: "an import", ast.Expr: "a bare expression",
+             ast.FunctionDef: "a function definition", ast.List: "a list", ast.Tuple: "a tuple",
+             ast.Compare: "a comparison", ast.IfExp: "a conditional", ast.If: "an if statement",
+             ast.While: "a while loop", ast.AugAssign: "an augmented assignment (`y += ...`)"}
+    return names.get(type(node), f"`{type(node).__name__}`")
+
+
+def _error(node: ast.AST, message: str) -> ProgramError:
+    return ProgramError(message, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1)
+
+
+# --- interpretation -----------------------------------------------------------------------------
+
+Apply = Callable[[Op, list[Any], Node], Any]
+
+
+def evaluate(program: Program, leaves: Mapping[str, Any], apply: Apply,
+             const: Callable[[float], Any] = float) -> list[Any]:
+    """Interpret every node in order; returns the value of each node (index = node id)."""
+    values: list[Any] = []
+    for node in program.nodes:
+        if node.op == "input":
+            values.append(leaves[node.name])
+        elif node.op == "const":
+            values.append(const(node.value))
+        else:
+            values.append(apply(OPS[node.op], [values[a] for a in node.args], node))
+    return values
+
+
+def engine_apply(op: Op, args: list[Any], node: Node) -> Any:
+    """Apply an operation through the engine protocol (reference, a submission, torch)."""
+    if op.name == "select":
+        return op.engine(args[0], node.index)
+    return op.engine(*args)
+
+
+def array_apply(xp: Any) -> Apply:
+    """Apply operations to arrays of the namespace `xp` (element axis first, batch axes last)."""
+
+    def apply(op: Op, args: list[Any], node: Node) -> Any:
+        if op.name == "select":
+            return args[0][node.index]
+        if node.reduces_scalar:
+            return args[0]
+        return op.array(xp, *args)
+
+    return apply
+
