@@ -21,8 +21,8 @@ from pathlib import Path
 
 from gradcheck import __version__
 from gradcheck.bank.bundled import bank_dir
-from gradcheck.bank.loader import load_bank
 from gradcheck.bank.models import ORACLES
+from gradcheck.bank import selection
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.course import batch, bundle, mutation, scaffold, validate
 from gradcheck.grading import answer_key
@@ -70,8 +70,7 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
         description="Grade SUBMISSION: a module file, a package folder, 'reference' (the bundled "
                     "reference engine) or 'torch' (torch itself, float64).")
     p.add_argument("submission", metavar="SUBMISSION")
-    p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
-                   help="exercise files or folders (repeatable; default: the bundled bank)")
+    selection.add_arguments(p)
     p.add_argument("--results-json", metavar="FILE", type=Path,
                    help="write Gradescope's results.json here (rewritten after each exercise)")
     p.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML here")
@@ -112,15 +111,20 @@ def run_grade(args: argparse.Namespace) -> int:
     problem = _argument_problem(args)
     if problem:
         return _cannot_run(args, problem)
-    exercises = args.exercises or [bank_dir()]
+    try:
+        chosen = selection.from_arguments(args, bank_dir)
+    except selection.SelectionError as error:
+        return _cannot_run(args, str(error))
     prestart(args.key, args.oracles)  # grading live, jax's helper imports jax meanwhile
     try:
-        bank = load_bank(exercises, strict=args.strict)
+        bank = chosen.load(strict=args.strict)
     except (ExerciseError, OSError) as error:  # ExerciseError: only with --strict
         return _cannot_run(args, f"cannot load the exercise bank:\n{error}")
+    except selection.SelectionError as error:
+        return _cannot_run(args, str(error))
     if not bank.exercises and not bank.broken:
         return _cannot_run(args, "no *.exercise.yaml files in "
-                                 + ", ".join(str(path) for path in exercises))
+                                 + ", ".join(str(path) for path in chosen.paths))
 
     so_far = GradeReport(submission=args.submission, seed=args.seed or 0)
 
@@ -176,9 +180,6 @@ def _argument_problem(args: argparse.Namespace) -> str:
         resolve_submission(args.submission)
     except GraderError as error:
         return str(error)
-    for path in args.exercises or []:
-        if not path.exists():
-            return f"--exercises {path}: no such file or folder"
     if args.key and not Path(args.key).is_file():
         return f"--key {args.key}: no such file"
     return batch.worker_problem(resolve_submission(args.submission), args.worker_user,

@@ -36,8 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="grade this submission: a module file, a package folder, 'reference' "
                          "or 'torch'; without it gradcheck collects nothing")
     group.addoption("--exercises", metavar="DIR", action="append", default=[],
-                    help="exercise folders to grade (repeatable; default without test paths: "
-                         "the bundled bank)")
+                    help="exercise files or folders, exercise ids or module names to grade "
+                         "(repeatable; default without test paths: the bundled bank)")
     group.addoption("--results-json", metavar="FILE",
                     help="write Gradescope's results.json here (rewritten after each exercise)")
     group.addoption("--gradcheck-seed", metavar="N", type=int,
@@ -54,9 +54,18 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     exercises = config.getoption("exercises")
     if exercises or config.args_source != pytest.Config.ArgsSource.ARGS:
-        # Grade what --exercises names, else the bundled bank, instead of the configured testpaths.
+        # Grade what --exercises names (paths, exercise ids, modules), else the bundled bank,
+        # instead of the configured testpaths. pytest's own -k selects by id already: an
+        # exercise file's node name holds its id.
+        from gradcheck.bank import selection  # the loader, for grading runs only
+
+        try:
+            chosen = selection.selection(exercises, None, bank_dir)
+            files = chosen.files() if chosen.narrowed else chosen.paths
+        except selection.SelectionError as error:
+            raise pytest.UsageError(str(error)) from None
         explicit = config.args if config.args_source == pytest.Config.ArgsSource.ARGS else []
-        config.args = [*explicit, *(exercises or [str(bank_dir())])]
+        config.args = [*explicit, *map(str, files)]
     config.stash[_SESSION] = GradingSession(config)
 
 

@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from gradcheck import oracles
+from gradcheck.bank import selection
 from gradcheck.bank.loader import exercise_files, load_bank, path_list
 from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
 from gradcheck.bank.problems import Problem
@@ -199,12 +200,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="gradcheck validate",
                                      description="Check an exercise bank before publishing it.")
-    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                        help=f"*{SUFFIX} files or folders (default: the bundled bank)")
+    selection.add_arguments(parser, positional=True)
     parser.add_argument("--static", action="store_true",
                         help="only the checks that need no oracle (no torch or jax; fast)")
     args = parser.parse_args(argv)
-    paths = args.paths or [bank_dir()]
+    try:
+        chosen = selection.from_arguments(args, bank_dir)
+        paths = chosen.files() if chosen.narrowed else chosen.paths
+    except selection.SelectionError as error:
+        print(f"gradcheck validate: {error}", file=sys.stderr)
+        return 2
     problems = validate(paths, static=args.static)
     for problem in problems:
         print(problem)

@@ -35,7 +35,8 @@ import numpy as np
 
 from gradcheck import __version__, oracles
 from gradcheck.bank.bundled import bank_dir
-from gradcheck.bank.loader import Bank, load_bank
+from gradcheck.bank import selection
+from gradcheck.bank.loader import Bank
 from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.engine import handler
@@ -277,8 +278,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Run torch and jax on every exercise at the points SEED fixes, and write the "
                     "key. Grade with `gradcheck grade --key FILE`; an exercise changed since is "
                     "refused by the key and graded live.")
-    p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
-                   help="exercise files or folders (repeatable; default: the bundled bank)")
+    selection.add_arguments(p)
     p.add_argument("--seed", type=int, default=0,
                    help="the seed of the sampled points (default 0); grading with the key uses it")
     p.add_argument("--out", metavar="FILE", type=Path, required=True,
@@ -288,16 +288,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the key; 1 if some exercise files are broken (the others are in the key)."""
-    paths = args.exercises or [bank_dir()]
-    missing = [str(path) for path in paths if not Path(path).exists()]
-    if missing:
-        print(f"gradcheck key build: --exercises {missing[0]}: no such file or folder",
-              file=sys.stderr)
+    try:
+        chosen = selection.from_arguments(args, bank_dir)
+        bank = chosen.load()
+    except selection.SelectionError as error:
+        print(f"gradcheck key build: {error}", file=sys.stderr)
         return 2
-    bank = load_bank(paths)
     if not bank.exercises:
         print("gradcheck key build: no exercise to build a key for in "
-              + ", ".join(map(str, paths)), file=sys.stderr)
+              + ", ".join(map(str, chosen.paths)), file=sys.stderr)
         return 2
     try:
         build(bank, args.seed, args.out)
