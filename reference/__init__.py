@@ -25,7 +25,7 @@ import numbers
 import warnings
 from typing import Any, Iterable, Sequence
 
-__all__ = ["Tensor", "Scalar", "Vector", "tensor", "no_grad"]
+__all__ = ["Tensor", "Scalar", "Vector", "tensor", "no_grad", "grad"]
 
 _INF = math.inf
 _NAN = math.nan
@@ -132,13 +132,20 @@ def _val(operand: Any) -> float:
     return operand if type(operand) is float else operand._value
 
 
+def _const(value: float) -> Scalar:
+    """A 0-d tensor without history: a gradient that does not depend on anything."""
+    return Scalar(value, None, None, None, None)
+
+
 # --- operations: torch's grad_fn name, forward on floats, backward as local slopes ---------------
 
 class Function:
     """A kind of operation. ``t.grad_fn`` is an instance; ``name()`` is torch's name for it.
 
     ``forward(a, b)`` computes the value from floats; ``backward(node, g)`` returns the gradient
-    sent to the node's first and second operands. ``saves`` says whether torch saves values for
+    sent to the node's first and second operands, as floats. ``graph(node, g)`` is the same rule
+    computed with tensor operations on the node, its operands and a gradient tensor ``g``, so that
+    the gradient it returns has a history of its own (``create_graph=True``). ``saves`` says whether torch saves values for
     the backward (then a second backward without ``retain_graph`` raises); ``many`` marks the
     reductions, whose first operand is a tuple of nodes.
     """
@@ -158,6 +165,13 @@ class AccumulateGrad(Function):
     __slots__ = ()
     saves = False
     leaf = True
+
+
+class CopyBackwards(Function):
+    """The history of a 1-D ``.grad`` with history, whose elements each have their own."""
+
+    __slots__ = ()
+    saves = False
 
 
 class NoGradView(Function):
@@ -186,6 +200,10 @@ class AddBackward0(Function):
         return g, g
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g, g
+
 class SubBackward0(Function):
     __slots__ = ()
     saves = False
@@ -198,6 +216,10 @@ class SubBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g, -g
 
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g, -g
 
 class RsubBackward1(Function):
     """``2 - x``: torch computes it as ``rsub(x, 2)``, so x is the first operand."""
@@ -214,6 +236,10 @@ class RsubBackward1(Function):
         return -g, None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return -g, None
+
 class MulBackward0(Function):
     __slots__ = ()
 
@@ -225,6 +251,11 @@ class MulBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * _val(node._b), g * node._a._value
 
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        b = node._b
+        return g * b, None if type(b) is float else g * node._a
 
 class DivBackward0(Function):
     __slots__ = ()
@@ -238,6 +269,11 @@ class DivBackward0(Function):
         a, b = node._a._value, _val(node._b)
         return _div(g, b), -g * _div(_div(a, b), b)
 
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        a, b = node._a, node._b
+        return g / b, None if type(b) is float else -g * (a / b) / b
 
 class ReciprocalBackward0(Function):
     """Half of ``2 / x``, which torch computes as ``x.reciprocal() * 2``."""
@@ -254,6 +290,10 @@ class ReciprocalBackward0(Function):
         return -g * (r * r), None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return -g * (node * node), None
+
 class NegBackward0(Function):
     __slots__ = ()
     saves = False
@@ -267,6 +307,10 @@ class NegBackward0(Function):
         return -g, None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return -g, None
+
 class PowBackward0(Function):
     """``x ** c`` with a number c (kept as the second operand)."""
 
@@ -278,6 +322,11 @@ class PowBackward0(Function):
         e = node._b
         return (0.0 if e == 0.0 else g * (e * _pow_number(node._a._value, e - 1.0))), None
 
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        e = node._b
+        return (_const(0.0) if e == 0.0 else g * (e * node._a ** (e - 1.0))), None
 
 class PowBackward1(Function):
     """``x ** y`` with two tensors."""
@@ -296,6 +345,13 @@ class PowBackward1(Function):
         return ga, gb
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        a, e = node._a, node._b
+        ga = _const(0.0) if e._value == 0.0 else g * (e * a ** (e - 1.0))
+        gb = _const(0.0) if a._value == 0.0 and e._value >= 0.0 else g * (node * a.log())
+        return ga, gb
+
 class PowBackward2(Function):
     """``c ** x`` with a number c: x is the first operand, c the second."""
 
@@ -312,6 +368,13 @@ class PowBackward2(Function):
         return g * slope, None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        base = node._b
+        if base == 0.0 and node._a._value >= 0.0:
+            return _const(0.0), None
+        return g * (node * _log(base)), None
+
 class ExpBackward0(Function):
     __slots__ = ()
     forward = staticmethod(_exp)
@@ -320,6 +383,10 @@ class ExpBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * node._value, None
 
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g * node, None
 
 class LogBackward0(Function):
     __slots__ = ()
@@ -330,6 +397,10 @@ class LogBackward0(Function):
         return _div(g, node._a._value), None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g / node._a, None
+
 class TanhBackward0(Function):
     __slots__ = ()
     forward = staticmethod(math.tanh)
@@ -339,6 +410,10 @@ class TanhBackward0(Function):
         t = node._value
         return g * (1.0 - t * t), None
 
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g * (1.0 - node * node), None
 
 class SigmoidBackward0(Function):
     __slots__ = ()
@@ -353,6 +428,10 @@ class SigmoidBackward0(Function):
         return g * (1.0 - s) * s, None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g * (1.0 - node) * node, None
+
 class ReluBackward0(Function):
     __slots__ = ()
 
@@ -365,6 +444,10 @@ class ReluBackward0(Function):
         return (0.0 if node._value <= 0.0 else g), None  # relu'(0) = 0
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g * _unary(StepBackward0, node), None  # relu'(0) = 0; its mask has slope 0
+
 class SinBackward0(Function):
     __slots__ = ()
     forward = staticmethod(_sin)
@@ -374,6 +457,10 @@ class SinBackward0(Function):
         return g * _cos(node._a._value), None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g * node._a.cos(), None
+
 class CosBackward0(Function):
     __slots__ = ()
     forward = staticmethod(_cos)
@@ -382,6 +469,10 @@ class CosBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * -_sin(node._a._value), None
 
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g * -node._a.sin(), None
 
 class SqrtBackward0(Function):
     __slots__ = ()
@@ -393,6 +484,10 @@ class SqrtBackward0(Function):
         return _div(g, 2.0 * node._value), None  # sqrt'(0) = inf
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g / (2.0 * node), None
+
 class AbsBackward0(Function):
     __slots__ = ()
     forward = staticmethod(abs)
@@ -401,6 +496,10 @@ class AbsBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * _sign(node._a._value), None  # abs'(0) = 0
 
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g * _unary(SignBackward0, node._a), None  # abs'(0) = 0; sign has slope 0
 
 class SumBackward0(Function):
     __slots__ = ()
@@ -416,6 +515,10 @@ class SumBackward0(Function):
         return g, None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g, None
+
 class MeanBackward0(Function):
     __slots__ = ()
     saves = False
@@ -430,6 +533,10 @@ class MeanBackward0(Function):
         return _div(g, float(len(node._a))), None
 
 
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g / float(len(node._a)), None
+
 class SelectBackward0(Function):
     __slots__ = ()
     saves = False
@@ -437,6 +544,36 @@ class SelectBackward0(Function):
     @staticmethod
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g, None
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return g, None
+
+
+class StepBackward0(Function):
+    """relu's slope as a tensor, 1 where relu's output is positive: constant, so its slope is 0."""
+
+    __slots__ = ()
+    saves = False
+
+    @staticmethod
+    def forward(a: float) -> float:
+        return 1.0 if a > 0.0 else 0.0
+
+    @staticmethod
+    def backward(node: Scalar, g: float) -> tuple[float, float | None]:
+        return 0.0, None
+
+    @staticmethod
+    def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
+        return _const(0.0), None
+
+
+class SignBackward0(StepBackward0):
+    """abs's slope as a tensor: the sign of its input (0 at 0), constant where defined."""
+
+    __slots__ = ()
+    forward = staticmethod(_sign)
 
 
 # --- tensors -------------------------------------------------------------------------------------
@@ -448,9 +585,9 @@ _RETAIN = object()
 def _visible(g: Any) -> float | None:
     """The gradient behind a node's ``_grad`` slot.
 
-    A leaf holds None or a float. A non-leaf holds None (not retained), ``_RETAIN``, a float
-    (retained: backward adds to it), or a 1-tuple (assigned by the user, not retained: backward
-    leaves it alone).
+    A leaf holds None or a float, or a 0-d tensor after ``backward(create_graph=True)``. A
+    non-leaf holds None (not retained), ``_RETAIN``, a float or a tensor (retained: backward adds
+    to it), or a 1-tuple (assigned by the user, not retained: backward leaves it alone).
     """
     if g is None or g is _RETAIN:
         return None
@@ -555,7 +692,7 @@ class Tensor:
             if not self.is_leaf and all(g is None for g in slots):
                 warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)
             return None
-        return self._like([0.0 if v is None else v for v in values])
+        return _gradient(self, values)
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
@@ -592,27 +729,17 @@ class Tensor:
     def detach(self) -> Tensor:
         return self._like(_values(self))
 
-    def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf), or the product ``gradient`` x Jacobian, into leaves."""
-        nodes = self._nodes()
-        if gradient is None:
-            if self.requires_grad and len(nodes) != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            seeds = [1.0] * len(nodes)
-        else:
-            if not isinstance(gradient, Tensor):
-                raise TypeError("gradients can be either Tensors or None, but got "
-                                f"{type(gradient).__name__}")
-            if gradient._shape() != self._shape():
-                raise RuntimeError(
-                    f"Mismatch in shape: grad_output[0] has a shape of "
-                    f"torch.Size({list(gradient._shape())}) and output[0] has a shape of "
-                    f"torch.Size({list(self._shape())}).")
-            seeds = _values(gradient)
-        if not self.requires_grad or self._op is NoGradView:
-            raise RuntimeError("element 0 of tensors does not require grad and does not have a "
-                               "grad_fn")
-        _backward(nodes, seeds, retain_graph)
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf), or the product ``gradient`` x Jacobian, into leaves.
+
+        With ``create_graph`` the gradients are computed with tensor operations, so they have a
+        history and can be differentiated again; ``retain_graph`` then defaults to True.
+        """
+        seeds = _seeds(self, gradient, create_graph, 0)
+        if retain_graph is None:
+            retain_graph = create_graph
+        _backward(self._nodes(), seeds, retain_graph, create_graph)
 
     def __repr__(self) -> str:
         data = self.tolist()
@@ -663,7 +790,8 @@ class Scalar(Tensor):
         if self._op is None or self._op.leaf:
             self._grad = value
             return
-        retained = self._grad is _RETAIN or type(self._grad) is float
+        retained = self._grad is _RETAIN or type(self._grad) is float or isinstance(
+            self._grad, Scalar)
         if value is None:
             self._grad = _RETAIN if retained else None
         else:
@@ -777,11 +905,14 @@ def _binary(op: type[Function], a: Tensor, b: Any) -> Tensor:
     """``a op b``; a is a tensor, b a tensor or a number (kept as a constant)."""
     kind = type(b)
     if kind is not float and kind is not Scalar and kind is not Vector:
-        b = _number(b)
-        if b is None:
-            return NotImplemented
-        kind = float
-    if type(a) is not Scalar or kind is Vector:
+        if kind is _Element:  # an element node, in a graph rule: a 0-d tensor
+            kind = Scalar
+        else:
+            b = _number(b)
+            if b is None:
+                return NotImplemented
+            kind = float
+    if kind is Vector or type(a) is Vector:
         return _elementwise(op, a, b)
     if kind is float:
         value = op.forward(a._value, b)
@@ -795,7 +926,7 @@ def _binary(op: type[Function], a: Tensor, b: Any) -> Tensor:
 
 
 def _unary(op: type[Function], a: Tensor) -> Tensor:
-    if type(a) is Scalar:
+    if type(a) is not Vector:
         if a._op is not None and _grad_enabled:
             return Scalar(op.forward(a._value), op, a, None, next(_stamps))
         return Scalar(op.forward(a._value), None, None, None, None)
@@ -881,26 +1012,37 @@ def _retain(node: Scalar, g: float) -> None:
     kept = node._grad
     if kept is _RETAIN:
         node._grad = g
-    elif type(kept) is float:
+    elif type(kept) is not tuple:  # a float, or a gradient tensor
         node._grad = kept + g
 
 
-def _backward(roots: Sequence[Scalar], seeds: Sequence[float], retain_graph: bool) -> None:
-    grads: dict[Scalar, float] = {}  # gradient arrived so far at each node, this pass
+def _backward(roots: Sequence[Scalar], seeds: Sequence[Any], retain_graph: bool,
+              graph: bool = False, wanted: set[Scalar] | None = None) -> dict[Scalar, Any]:
+    """One backward pass from ``roots``, each with its seed gradient.
+
+    The gradients are floats, or 0-d tensors built by the rules' ``graph`` (``graph=True``).
+    Without ``wanted`` they accumulate into the leaves (``backward``); with it, the gradients
+    arriving at the ``wanted`` nodes are returned and no ``.grad`` changes (``grad``).
+    """
+    grads: dict[Scalar, Any] = {}  # gradient arrived so far at each node, this pass
     for root, seed in zip(roots, seeds):
         if root._op is not None:
             grads[root] = seed
     order = _reachable(roots)
     order.sort(key=_stamp, reverse=True)  # newest first: torch's order
     get = grads.get
+    found: dict[Scalar, Any] = {}
     for i, node in enumerate(order):
         g = grads.pop(node)
         op = node._op
-        if node._grad is not None:
+        if wanted is not None:
+            if node in wanted:
+                found[node] = g
+        elif node._grad is not None:
             _retain(node, g)
         if op.saves and node._freed():
-            _fail(order, i, grads, retain_graph)
-        ga, gb = op.backward(node, g)
+            _fail(order, i, grads, retain_graph, wanted is None)
+        ga, gb = op.graph(node, g) if graph else op.backward(node, g)
         a = node._a
         if op.many:
             for p in a:
@@ -916,15 +1058,20 @@ def _backward(roots: Sequence[Scalar], seeds: Sequence[float], retain_graph: boo
                 s = get(b)
                 grads[b] = gb if s is None else s + gb
     for leaf, g in grads.items():
-        if leaf._op is AccumulateGrad:
+        if wanted is not None:
+            if leaf in wanted:
+                found[leaf] = g
+        elif leaf._op is AccumulateGrad:
             _accumulate(leaf, g)
     if not retain_graph:
         for node in order:
             if node._op.saves:
                 node._free()
+    return found
 
 
-def _fail(order: list[Scalar], i: int, grads: dict[Scalar, float], retain_graph: bool) -> None:
+def _fail(order: list[Scalar], i: int, grads: dict[Scalar, Any], retain_graph: bool,
+          accumulate: bool) -> None:
     """Finish what torch finishes before a freed operation raises, then raise its error."""
     node = order[i]
     record = node._record()
@@ -936,13 +1083,53 @@ def _fail(order: list[Scalar], i: int, grads: dict[Scalar, float], retain_graph:
     waiting = {p._record() for n in order[i:] for p in _operands(n)
                if isinstance(p, Scalar) and p._op is AccumulateGrad}
     for leaf, g in grads.items():
-        if leaf._op is AccumulateGrad and leaf._record() not in waiting:
+        if accumulate and leaf._op is AccumulateGrad and leaf._record() not in waiting:
             _accumulate(leaf, g)
     if not retain_graph:
         for done in order[:i]:
             if done._op.saves:
                 done._free()
     raise RuntimeError(_BACKWARD_TWICE)
+
+
+def _seeds(t: Tensor, gradient: Tensor | None, graph: bool, number: int) -> list[Any]:
+    """The gradient each of ``t``'s nodes starts with: 1, or the ``gradient`` argument's."""
+    nodes = t._nodes()
+    if gradient is None:
+        if t.requires_grad and len(nodes) != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        seeds = [_const(1.0) if graph else 1.0 for _ in nodes]
+    else:
+        if not isinstance(gradient, Tensor):
+            raise TypeError("gradients can be either Tensors or None, but got "
+                            f"{type(gradient).__name__}")
+        if gradient._shape() != t._shape():
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{number}] has a shape of "
+                f"torch.Size({list(gradient._shape())}) and output[{number}] has a shape of "
+                f"torch.Size({list(t._shape())}).")
+        seeds = list(gradient._nodes()) if graph else _values(gradient)
+    if not t.requires_grad or t._op is NoGradView:
+        raise RuntimeError(f"element {number} of tensors does not require grad and does not "
+                           "have a grad_fn")
+    return seeds
+
+
+def _gradient(t: Tensor, values: Sequence[Any]) -> Tensor:
+    """A gradient shaped like ``t`` from one value per node: None (0), a float, or a 0-d tensor
+    (a gradient with history, made with ``create_graph``)."""
+    if not any(isinstance(v, Scalar) for v in values):
+        return t._like([0.0 if v is None else v for v in values])
+    if type(t) is not Vector:
+        return values[0]
+    items = tuple(v if isinstance(v, Scalar) else _const(0.0 if v is None else v)
+                  for v in values)
+    tracked = any(item._op is not None for item in items)
+    return Vector(items, CopyBackwards if tracked else None)  # type: ignore[arg-type]
+
+
+def _tensors(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 
 # --- the module's functions ----------------------------------------------------------------------
@@ -962,6 +1149,44 @@ def tensor(data: Any, requires_grad: bool = False) -> Tensor:
             return _leaf_vector(values, op)
     raise TypeError("tensor() takes a number or a flat list of numbers, not "
                     f"{type(data).__name__} {data!r:.60}")
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
+    """d(outputs)/d(inputs) as a tuple, like ``torch.autograd.grad``: no ``.grad`` changes.
+
+    ``grad_outputs`` are the seeds of non-scalar outputs; with ``create_graph`` the results have
+    a history (``retain_graph`` then defaults to True); an input the outputs do not depend on
+    raises, or gives None with ``allow_unused``.
+    """
+    outputs, inputs = _tensors(outputs), _tensors(inputs)
+    seeds_given = _tensors(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
+    if len(seeds_given) != len(outputs):
+        raise RuntimeError(f"grad requires one grad_output per output: got {len(seeds_given)} "
+                           f"for {len(outputs)} outputs")
+    for t in inputs:
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    roots: list[Scalar] = []
+    seeds: list[Any] = []
+    for number, (out, gradient) in enumerate(zip(outputs, seeds_given)):
+        seeds += _seeds(out, gradient, create_graph, number)
+        roots += out._nodes()
+    wanted = {node for t in inputs for node in t._nodes()}
+    found = _backward(roots, seeds, create_graph if retain_graph is None else retain_graph,
+                      create_graph, wanted)
+    results: list[Tensor | None] = []
+    for index, t in enumerate(inputs):
+        values = [found.get(node) for node in t._nodes()]
+        if all(v is None for v in values):
+            if not allow_unused:
+                raise RuntimeError(f"The differentiated Tensor at index {index} appears to not "
+                                   "have been used in the graph. Set allow_unused=True if this "
+                                   "is the desired behavior.")
+            results.append(None)
+        else:
+            results.append(_gradient(t, values))
+    return tuple(results)
 
 
 class no_grad:

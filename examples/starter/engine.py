@@ -17,6 +17,7 @@ still missing, so they tell you what to write next. The steps follow the course'
     step 5  1-D tensors: sum(), mean(), v[i], a number with a vector           (02, 06)
     step 6  no_grad(), detach(), requires_grad_()                              (03-autograd-off)
     step 7  retain_grad(), retain_graph, backward(gradient=...), the errors    (02, 04, 05)
+    step 8  create_graph=True and grad(): gradients you can differentiate      (08-higher-order)
 
 Whenever you wonder what the right behaviour is, ask torch: the grader compares your engine with
 torch in float64, step by step. You may organise the inside as you like (helper classes, other
@@ -120,7 +121,8 @@ class Tensor:
 
     # --- step 3: the backward pass -----------------------------------------------------------
 
-    def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False) -> None:
         """Add d(self)/d(leaf) into the .grad of every leaf that requires grad and that self
         depends on.
 
@@ -131,7 +133,13 @@ class Tensor:
         (None means nothing yet); non-leaves keep no .grad (until step 7's retain_grad()).
 
         Step 7 adds the rest: `gradient` (a vector-Jacobian product for a 1-D output),
-        `retain_graph`, and the errors torch raises.
+        `retain_graph` (None means False, until step 8), and the errors torch raises.
+
+        Step 8 adds `create_graph`: when it is True, compute every local slope and every sum of
+        gradients with your tensor operations instead of floats, so that the .grad that comes
+        out is a tensor with a history of its own (requires_grad True, is_leaf False wherever
+        it depends on a leaf that requires grad), which backward() can differentiate again.
+        `retain_graph` then defaults to True.
         """
         raise _todo(3, "Tensor.backward()")
 
@@ -210,6 +218,24 @@ class Tensor:
     def retain_grad(self) -> None:
         """Make backward() fill this non-leaf's .grad too (a no-op on a leaf)."""
         raise _todo(7, "Tensor.retain_grad()")
+
+
+# --- step 8: higher-order gradients -----------------------------------------------------------
+
+
+def grad(outputs: Tensor | tuple[Tensor, ...], inputs: Tensor | tuple[Tensor, ...],
+         grad_outputs: Tensor | tuple[Tensor, ...] | None = None,
+         retain_graph: bool | None = None, create_graph: bool = False,
+         allow_unused: bool = False) -> tuple[Tensor | None, ...]:
+    """d(outputs)/d(inputs), like torch.autograd.grad: a tuple with one gradient per input,
+    and no .grad is changed.
+
+    `grad_outputs` plays the part of backward's `gradient`. With `create_graph` the results
+    have a history (see backward's step 8) and `retain_graph` defaults to True. An input the
+    outputs do not depend on raises RuntimeError ("The differentiated Tensor at index 0
+    appears to not have been used in the graph. ..."), or gives None with `allow_unused=True`.
+    """
+    raise _todo(8, "grad(outputs, inputs, ...)")
 
 
 class GradFn:

@@ -1,5 +1,5 @@
-"""What is asked of an engine: which operations it has, gradients, graph facts, behaviour steps
-and a per-node trace.
+"""What is asked of an engine: which operations it has, gradients, second derivatives, graph
+facts, behaviour steps and a per-node trace.
 
 `handle(engine, request)` is the one entry point. The worker calls it on a submission; the grader
 calls it in its own process on :mod:`gradcheck.engine.torch_engine` to learn torch's behaviour, so
@@ -9,6 +9,7 @@ lists of floats, None, bools, short strings and error records.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any, Callable, Mapping
 
@@ -17,6 +18,7 @@ from gradcheck.engine.run import (
     Progress,
     Record,
     Run,
+    plain_flag,
     plain_grad,
     plain_value,
     read_field,
@@ -39,10 +41,14 @@ PHASES = {
     "detach": "in detach()",
     "requires_grad": "in requires_grad_()",
     "sgd": "in a gradient descent step",
+    "grad": "in grad()",
 }
 
 _PROTOCOL_NAMES = ("tolist", "backward", "retain_grad", "detach", "requires_grad_", "grad",
                    "requires_grad", "is_leaf", "grad_fn")
+#: what only the higher-order checks use: backward's create_graph, and the module's grad().
+CREATE_GRAPH, GRAD_FUNCTION = "create_graph", "grad()"
+HIGHER_ORDER = (CREATE_GRAPH, GRAD_FUNCTION)
 _DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow"}
 
 
@@ -62,6 +68,8 @@ def _inspect(run: Run, program: None, request: Mapping[str, Any]) -> Record:
     for name in ("tensor", "no_grad"):
         if not callable(getattr(run.engine, name, None)):
             missing[name] = [f"the module has no {name}()"]
+    if not callable(getattr(run.engine, "grad", None)):
+        missing[GRAD_FUNCTION] = ["the module has no grad() function (like torch.autograd.grad)"]
     error = None
     if "tensor" not in missing:
         for label, data, vector in (("tensor(1.0)", 1.0, False),
@@ -76,7 +84,7 @@ def _inspect(run: Run, program: None, request: Mapping[str, Any]) -> Record:
                 lacking = "select" if vector and "tensor" not in missing else "tensor"
                 missing.setdefault(lacking, []).append(
                     f"{label} raised {type_name(exc)}{': ' + reason[0][:200] if reason else ''}")
-    order = ["tensor", "no_grad", *OPS, *_PROTOCOL_NAMES]
+    order = ["tensor", "no_grad", *OPS, *_PROTOCOL_NAMES, *HIGHER_ORDER]
     names = sorted(missing, key=order.index)
     return {"missing": names, "details": {n: "; ".join(missing[n]) for n in names},
             "error": error}
@@ -99,7 +107,19 @@ def _missing_on(t: Any, vector: bool) -> list[tuple[str, str]]:
         if lacks:
             found.append((op.name, f"have no {' or '.join(lacks)}"))
     found += [(name, f"have no {name}") for name in _PROTOCOL_NAMES if not hasattr(t, name)]
+    if hasattr(t, "backward") and not _takes(t.backward, CREATE_GRAPH):
+        found.append((CREATE_GRAPH, "have a backward() that takes no create_graph"))
     return found
+
+
+def _takes(function: Any, keyword: str) -> bool:
+    """Whether `function` accepts `keyword` (True when its signature cannot be read)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == keyword and p.kind != p.POSITIONAL_ONLY or p.kind == p.VAR_KEYWORD
+               for p in parameters)
 
 
 def _gradients(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
@@ -122,6 +142,84 @@ def _gradients_at(run: Run, program: Program, point: Mapping[str, Any], grad: se
     except Exception as exc:
         result["error"] = run.error(exc)
     return result
+
+
+def _hessian(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
+    """Second derivatives by double backward: per point, one result per Hessian row (or one
+    for the Hessian-vector product with `vector`), each shaped as a gradients result: `value`
+    is the first derivative along the row's direction, `grads` that derivative's gradient."""
+    names = request["requires_grad"]
+    picks: list[Any] = ([(name, e) for name in names for e in range(program.inputs[name] or 1)]
+                        if request["vector"] is None else [request["vector"]])
+    results = []
+    for point in request["points"]:
+        results += _hessian_at(run, program, point, names, picks)
+    return {"results": results}
+
+
+def _hessian_at(run: Run, program: Program, point: Mapping[str, Any], names: list[str],
+                picks: list[Any]) -> list[Record]:
+    try:
+        leaves = run.leaves(program, point, set(names))
+        out = run.forward(program, leaves)[program.output_name]
+        run.enter("backward")
+        out.backward(create_graph=True)
+        run.enter("read")
+        first = {name: leaves[name].grad for name in names}
+        for leaf in leaves.values():
+            leaf.grad = None
+    except Exception as exc:
+        error = run.error(exc)
+        return [{"value": None, "grads": dict.fromkeys(program.inputs), "error": error}
+                for _ in picks]
+    return [_hessian_row(run, program, leaves, first, pick) for pick in picks]
+
+
+def _hessian_row(run: Run, program: Program, leaves: dict, first: dict, pick: Any) -> Record:
+    """d/d(inputs) of the first derivative along one direction: a unit (input, element), or
+    a vector given per input."""
+    result: Record = {"value": None, "grads": dict.fromkeys(program.inputs), "error": None}
+    try:
+        run.enter("forward")
+        if isinstance(pick, tuple):
+            name, e = pick
+            g = first[name]
+            parts = [g if g is None or program.inputs[name] is None else g[e]]
+        else:
+            parts = [_along(run, first[name], v, program.inputs[name])
+                     for name, v in pick.items()]
+        tensors = [p for p in parts if p is not None and hasattr(p, "backward")]
+        numbers = [plain_value(p, "a gradient") for p in parts
+                   if p is not None and not hasattr(p, "backward")]
+        s = sum(tensors[1:], tensors[0]) if tensors else None
+        run.enter("read")
+        value = sum(numbers, plain_value(s, "the first derivative") if s is not None else 0.0)
+        result["value"] = value
+        zeros = {name: 0.0 if program.inputs[name] is None else [0.0] * program.inputs[name]
+                 for name in first}
+        if s is None or not plain_flag(s.requires_grad, "the first derivative.requires_grad"):
+            result["grads"].update(zeros)  # no history: its derivative is 0, as in torch
+            return result
+        run.enter("backward")
+        s.backward(retain_graph=True)
+        run.enter("read")
+        for name in first:
+            g = plain_grad(leaves[name].grad, name)
+            result["grads"][name] = zeros[name] if g is None else g
+        for leaf in leaves.values():
+            leaf.grad = None
+    except Exception as exc:
+        result["error"] = run.error(exc)
+    return result
+
+
+def _along(run: Run, g: Any, v: Any, size: int | None) -> Any:
+    """The part of a directional derivative from one input: g . v (None if g is None)."""
+    if g is None:
+        return None
+    if not hasattr(g, "backward"):  # a plain number or list: no history
+        return sum(a * b for a, b in zip(g, v)) if size is not None else g * v
+    return g * v if size is None else (g * run.engine.tensor(v)).sum()
 
 
 def _graph(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
@@ -173,5 +271,5 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
 
 _HANDLERS: dict[str, Callable[[Run, Any, Mapping[str, Any]], Record]] = {
     "inspect": _inspect, "gradients": _gradients, "graph": _graph, "behaviour": steps.behaviour,
-    "trace": _trace,
+    "trace": _trace, "hessian": _hessian,
 }

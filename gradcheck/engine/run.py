@@ -76,6 +76,9 @@ def plain_grad(g: Any, what: str) -> float | list[float] | None:
         return None
     if _is_number(g) or issubclass(type(g), (list, tuple)):
         return plain_numbers(g, f"{what}.grad")
+    zero = getattr(g, "_is_zerotensor", None)
+    if callable(zero) and zero() is True:
+        g = g.clone()  # torch's efficient zeros (a second derivative) refuse tolist() until copied
     tolist = getattr(g, "tolist", None)
     if not callable(tolist):
         raise ProtocolError(f"backward left {what}.grad as a {type_name(g)}; it should be None, "
@@ -103,11 +106,23 @@ def plain_grad_fn(fn: Any, what: str) -> str | None:
 def read_field(kind: str, obj: Any, name: str) -> Any:
     if kind == "grad":
         return plain_grad(obj.grad, name)
-    if kind == "value":
-        return plain_value(obj, name)
+    if kind == "value":  # None: what grad(..., allow_unused=True) gives for an unused input
+        return None if obj is None else plain_value(obj, name)
     if kind == "grad_fn":
         return plain_grad_fn(obj.grad_fn, name)
+    if kind == "has_grad_fn":
+        return obj.grad_fn is not None
     return plain_flag(getattr(obj, kind), f"{name}.{kind}")  # requires_grad, is_leaf
+
+
+def read_grad_field(field: str, obj: Any, name: str) -> bool | None:
+    """`grad.NAME.FIELD`: a flag of `NAME.grad` (None while there is no gradient)."""
+    g = obj.grad
+    if g is None:
+        return None
+    if issubclass(type(g), (int, float, list, tuple)):  # a plain number: no history
+        return {"requires_grad": False, "is_leaf": True, "has_grad_fn": False}[field]
+    return read_field(field, g, f"{name}.grad")
 
 
 class Run:

@@ -1,14 +1,26 @@
 """A behaviour session: the program run once, then each step's action on the engine (backward
-twice, `.grad = None`, `detach`, an SGD step, ...) and the fields its expectations read.
+twice, `.grad = None`, `detach`, an SGD step, `grad(...)`, ...) and the fields its expectations
+read, with the categories of the warnings the step issued.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Mapping
 
-from gradcheck.engine.run import Record, Run, floats, lookup, plain_numbers, read_field
+from gradcheck.engine.run import (
+    Record,
+    Run,
+    floats,
+    lookup,
+    plain_numbers,
+    read_field,
+    read_grad_field,
+    type_name,
+)
+from gradcheck.engine.wire import ProtocolError
 from gradcheck.program.language import Program
-from gradcheck.program.session import ACTIONS
+from gradcheck.program.session import ACTIONS, GRAD_SUFFIX, WARNINGS, parse_expect
 
 
 def behaviour(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
@@ -21,18 +33,40 @@ def behaviour(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     for step in request["steps"]:
         action, args = _action(step)
         error = None
-        try:
-            run.enter(action)
-            _STEPS[action](run, program, env, args)
-        except Exception as exc:
-            error = run.error(exc)
-        run.enter("read")
-        observed = {}
-        for item in step.get("expect") or []:
-            kind, name = item.split(".", 1)
-            observed[item] = run.attempt(lambda k=kind, n=name: read_field(k, lookup(env, n), n))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                run.enter(action)
+                _STEPS[action](run, program, env, args)
+            except Exception as exc:
+                error = run.error(exc)
+            run.enter("read")
+            observed = {item: run.attempt(lambda item=item: _read(env, item))
+                        for item in step.get("expect") or [] if item != WARNINGS}
+        if WARNINGS in (step.get("expect") or []):
+            observed[WARNINGS] = _categories(caught)
         steps.append({"error": error, "observed": observed})
     return {"error": None, "steps": steps}
+
+
+def _read(env: dict, item: str) -> Any:
+    kind, name, field = parse_expect(item)
+    if field is not None:
+        return read_grad_field(field, lookup(env, name), name)
+    return read_field(kind, lookup(env, name), name)
+
+
+def _categories(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The warnings' category names, each once, in the order they were first issued."""
+    names = [type_name(w.category()) if isinstance(w.category, type) else "?" for w in caught]
+    return list(dict.fromkeys(names))[:20]
+
+
+def _target(env: dict, target: str) -> Any:
+    """What a step's `of` names: a variable, or a variable's gradient (`x.grad`)."""
+    if target.endswith(GRAD_SUFFIX):
+        return lookup(env, target.removesuffix(GRAD_SUFFIX)).grad
+    return lookup(env, target)
 
 
 def _action(step: Mapping[str, Any]) -> tuple[str, Any]:
@@ -45,13 +79,30 @@ def _step_forward(run: Run, program: Program, env: dict, args: Mapping[str, Any]
 
 
 def _step_backward(run: Run, program: Program, env: dict, args: Mapping[str, Any]) -> None:
-    target = lookup(env, args.get("of") or program.output_name)
+    target = _target(env, args.get("of") or program.output_name)
     kwargs: dict[str, Any] = {}
     if args.get("gradient") is not None:
         kwargs["gradient"] = run.engine.tensor(floats(args["gradient"]))
-    if args.get("retain_graph"):
-        kwargs["retain_graph"] = True
+    if args.get("retain_graph") is not None:
+        kwargs["retain_graph"] = args["retain_graph"]
+    if args.get("create_graph"):  # asked only of the engines that need it
+        kwargs["create_graph"] = True
     target.backward(**kwargs)
+
+
+def _step_grad(run: Run, program: Program, env: dict, args: Mapping[str, Any]) -> None:
+    """`names = grad(of, wrt, ...)`: bind each input's gradient (None if unused)."""
+    target = _target(env, args.get("of") or program.output_name)
+    inputs = tuple(lookup(env, name) for name in args["wrt"])
+    kwargs = {key: True for key in ("create_graph", "allow_unused") if args.get(key)}
+    if args.get("retain_graph") is not None:
+        kwargs["retain_graph"] = args["retain_graph"]
+    results = run.engine.grad(target, inputs, **kwargs)
+    if not issubclass(type(results), (tuple, list)) or len(results) != len(inputs):
+        raise ProtocolError(f"grad() returned a {type_name(results)}; it should return a tuple "
+                            f"with one gradient per input ({len(inputs)})")
+    for name, result in zip(args["names"], results):
+        env[name] = result
 
 
 def _step_zero_grad(run: Run, program: Program, env: dict, names: list[str]) -> None:
@@ -89,5 +140,5 @@ def _step_sgd(run: Run, program: Program, env: dict, args: Mapping[str, Any]) ->
 _STEPS: dict[str, Callable[..., None]] = {
     "forward": _step_forward, "backward": _step_backward, "zero_grad": _step_zero_grad,
     "retain_grad": _step_retain_grad, "detach": _step_detach,
-    "requires_grad": _step_requires_grad, "sgd": _step_sgd,
+    "requires_grad": _step_requires_grad, "sgd": _step_sgd, "grad": _step_grad,
 }

@@ -17,3 +17,7 @@ no_grad = torch.no_grad
 def tensor(data: Any, requires_grad: bool = False) -> torch.Tensor:
     """A float64 torch tensor: the protocol computes in double precision."""
     return torch.tensor(data, dtype=torch.float64, requires_grad=requires_grad)
+
+
+#: the protocol's optional module-level grad() is torch's own.
+grad = torch.autograd.grad

@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gradcheck.program.language import Program, spec_program
-from gradcheck.program.session import ACTIONS, EXPECT_KINDS
+from gradcheck.program.session import (
+    ACTIONS,
+    EXPECT_KINDS,
+    GRAD_FIELDS,
+    WARNINGS,
+    parse_expect,
+    target_name,
+)
 
 GRAPH_FIELDS = ("grad_fn", "is_leaf", "requires_grad", "value")
 #: what a request may carry: programs and inputs, never an expected answer.
@@ -18,6 +25,8 @@ REQUEST_KEYS = {
     "graph": {"kind", "program", "point", "requires_grad", "names"},
     "behaviour": {"kind", "program", "point", "requires_grad", "steps"},
     "trace": {"kind", "program", "point", "requires_grad"},
+    # second order: one reply per point and direction, shaped as a gradients reply
+    "hessian": {"kind", "program", "points", "requires_grad", "vector"},
 }
 
 
@@ -47,7 +56,7 @@ def check_request(request: Mapping[str, Any]) -> Program | None:
     grad = request["requires_grad"]
     _need(isinstance(grad, list) and set(grad) <= set(program.inputs),
           f"requires_grad must list inputs of the program, not {grad!r}")
-    points = request["points"] if kind == "gradients" else [request["point"]]
+    points = request["points"] if "points" in request else [request["point"]]
     _need(isinstance(points, list), "points must be a list")
     for point in points:
         _check_point(program, point)
@@ -56,6 +65,12 @@ def check_request(request: Mapping[str, Any]) -> Program | None:
               f"graph names must be variables of the program, not {request['names']!r}")
     if kind == "behaviour":
         _check_steps(program, request["steps"])
+    if kind == "hessian":
+        vector = request["vector"]
+        _need(vector is None or isinstance(vector, Mapping) and set(vector) == set(grad),
+              "vector gives a number (or list) for each input that requires grad, or is null")
+        for name in vector or {}:
+            _check_value(program, name, vector[name])
     return program
 
 
@@ -71,11 +86,24 @@ def _is_json_number(x: Any) -> bool:
 def _check_point(program: Program, point: Any) -> None:
     _need(isinstance(point, Mapping) and set(point) == set(program.inputs),
           f"a point gives exactly the inputs {sorted(program.inputs)}; got {point!r:.200}")
-    for name, size in program.inputs.items():
-        value = point[name]
-        ok = (_is_json_number(value) if size is None else isinstance(value, list)
-              and len(value) == size and all(_is_json_number(v) for v in value))
-        _need(ok, f"input {name} needs {'a number' if size is None else f'{size} numbers'}")
+    for name in program.inputs:
+        _check_value(program, name, point[name])
+
+
+def _check_value(program: Program, name: str, value: Any) -> None:
+    size = program.inputs[name]
+    ok = (_is_json_number(value) if size is None else isinstance(value, list)
+          and len(value) == size and all(_is_json_number(v) for v in value))
+    _need(ok, f"input {name} needs {'a number' if size is None else f'{size} numbers'}")
+
+
+def directions(request: Mapping[str, Any]) -> int:
+    """How many results a request gives per point: 1, or for a Hessian one per element of the
+    inputs that require grad (one per row of the Hessian)."""
+    if request["kind"] != "hessian" or request["vector"] is not None:
+        return 1
+    sizes = request["program"]["inputs"]
+    return sum(sizes[name] or 1 for name in request["requires_grad"])
 
 
 def _check_steps(program: Program, steps: Any) -> None:
@@ -92,12 +120,17 @@ def _check_steps(program: Program, steps: Any) -> None:
         _need(set(used) <= known, f"step {i} uses unknown names {sorted(set(used) - known)}")
         if action == "detach":
             known.add(args["name"])
+        if action == "grad":
+            known.update(args["names"])
         expect = step.get("expect") or []
-        _need(isinstance(expect, list) and all(isinstance(e, str) and "." in e for e in expect),
-              f"step {i}: expect is a list of KIND.NAME")
+        _need(isinstance(expect, list) and all(isinstance(e, str) and ("." in e or e == WARNINGS)
+                                               for e in expect),
+              f"step {i}: expect is a list of KIND.NAME (or warnings)")
         for item in expect:
-            kind, name = item.split(".", 1)
-            _need(kind in EXPECT_KINDS and name in known, f"step {i}: cannot observe {item!r}")
+            kind, name, field = parse_expect(item)
+            _need(item == WARNINGS or kind in EXPECT_KINDS and name in known
+                  and (field is None or kind == "grad" and field in GRAD_FIELDS),
+                  f"step {i}: cannot observe {item!r}")
 
 
 def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
@@ -106,13 +139,21 @@ def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
     if action == "forward":
         return [] if isinstance(args, Mapping) and set(args) <= {"no_grad"} else None
     if action == "backward":
-        if not isinstance(args, Mapping) or not set(args) <= {"of", "gradient", "retain_graph"}:
+        if not isinstance(args, Mapping) or not set(args) <= {"of", "gradient", "retain_graph",
+                                                              "create_graph"}:
             return None
         gradient = args.get("gradient")
         if gradient is not None and not (_is_json_number(gradient) or isinstance(gradient, list)
                                          and all(_is_json_number(g) for g in gradient)):
             return None
-        return [args["of"]] if args.get("of") else []
+        return _of(args)
+    if action == "grad":
+        ok = (isinstance(args, Mapping) and {"wrt", "names"} <= set(args) <= {
+            "of", "wrt", "names", "create_graph", "retain_graph", "allow_unused"}
+              and isinstance(args["wrt"], list) and isinstance(args["names"], list)
+              and len(args["wrt"]) == len(args["names"]) >= 1
+              and all(isinstance(n, str) for n in args["wrt"] + args["names"]))
+        return _of(args) + list(args["wrt"]) if ok else None
     if action in ("zero_grad", "retain_grad"):
         return list(args) if names_list else None
     if action == "detach":
@@ -128,6 +169,11 @@ def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
     return list(args["params"])
 
 
+def _of(args: Mapping[str, Any]) -> list[str]:
+    of = args.get("of")
+    return [target_name(of)] if isinstance(of, str) and of else []
+
+
 def check_reply(request: Mapping[str, Any], reply: Any) -> None:
     """Raise ProtocolError unless `reply` (decoded JSON from a worker) has the shape `handle`
     gives for `request`, so the grader can read it without trusting whoever wrote it."""
@@ -141,11 +187,11 @@ def check_reply(request: Mapping[str, Any], reply: Any) -> None:
         _shape(isinstance(reply["details"], dict) and all(
             isinstance(v, str) for v in reply["details"].values()), "details")
         _optional_error(reply["error"])
-    elif kind == "gradients":
+    elif kind in ("gradients", "hessian"):
         _keys(reply, {"results"})
         results = reply["results"]
-        _shape(isinstance(results, list) and len(results) == len(request["points"]),
-               "one result per point")
+        _shape(isinstance(results, list) and len(results) == len(request["points"])
+               * directions(request), "one result per point (and direction)")
         for result in results:
             _keys(result, {"value", "grads", "error"})
             _shape(result["value"] is None or _numbers_ok(result["value"]), "value")
@@ -172,7 +218,8 @@ def check_reply(request: Mapping[str, Any], reply: Any) -> None:
             _optional_error(step["error"])
             _keys(step["observed"], set(asked.get("expect") or []))
             for item, value in step["observed"].items():
-                _observation(item.split(".", 1)[0], value)
+                kind, _, field = parse_expect(item)
+                _observation(field or kind, value)
     else:
         _keys(reply, {"nodes", "error"})
         _optional_error(reply["error"])
@@ -213,5 +260,9 @@ def _observation(kind: str, x: Any) -> None:
         _shape(x is None or _numbers_ok(x), kind)
     elif kind == "grad_fn":
         _shape(x is None or isinstance(x, str), kind)
+    elif kind == WARNINGS:
+        _shape(isinstance(x, list) and all(isinstance(w, str) for w in x), kind)
+    elif kind in GRAD_FIELDS and x is None:  # grad.x.FIELD while x.grad is None
+        pass
     else:
         _shape(isinstance(x, bool), kind)

@@ -1,0 +1,159 @@
+"""Second order: the reference engine's create_graph and grad() against live torch, and the
+worker's Hessian requests on both.
+
+Every operation of the table is differentiated twice by both engines through the same request
+the grader sends (`hessian`), at points inside its domain, and the rows must agree; the rules of
+torch's double backward (accumulation into a .grad with history, retain_graph's default, grad()
+and allow_unused) are compared step by step.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gradcheck.engine import handler, torch_engine  # noqa: E402
+from gradcheck.program.language import parse  # noqa: E402
+from gradcheck.program.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _reference() -> Any:
+    spec = importlib.util.spec_from_file_location("a_students_engine",
+                                                  ROOT / "reference" / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+REF = _reference()
+
+
+def _inside(op: Any, k: int) -> float:
+    """A value inside the op's k-th domain, clear of its kinks and edges."""
+    interval = op.domains[min(k, len(op.domains) - 1)]
+    return interval.low + 0.37 * (interval.high - interval.low) + 0.011 * k
+
+
+def forms(op: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Programs with a scalar output that use `op` on tensors, with a point inside its domain;
+    each multiplies by another input so that mixed partials appear too."""
+    a, b = _inside(op, 0), _inside(op, 1)
+    if op.kind == BINARY:
+        s = op.symbol
+        return [(f"z = (a {s} b) * c", {"a": a, "b": b, "c": 1.3}),
+                (f"z = (a {s} 1.5) * a", {"a": a}) if s != "**" else
+                (f"z = a {s} 2.5", {"a": a}),
+                (f"z = (1.5 {s} a) * a", {"a": b if s == "/" else a}),
+                (f"z = (v {s} w).sum()", {"v": [a, a + 0.2], "w": [b, b + 0.1]})]
+    if op.kind == UNARY:
+        return [("z = (-a) * a", {"a": a})]
+    if op.kind == FUNCTION:
+        return [(f"z = {op.name}(a) * {op.name}(a * c)", {"a": a, "c": 0.8}),
+                (f"z = (v.{op.name}() * v).sum()", {"v": [a, a + 0.25]})]
+    if op.kind == REDUCTION:
+        return [(f"z = {op.name}(v * v) * {op.name}(v)", {"v": [a, a + 0.5, a - 0.3]})]
+    assert op.kind == SELECT
+    return [("z = v[1] * v[0] * v[-1]", {"v": [a, a + 0.5, a - 0.3]})]
+
+
+def hessian(engine: Any, source: str, point: dict[str, Any], vector: Any = None) -> Any:
+    program = parse(source, {n: len(v) if isinstance(v, list) else None
+                             for n, v in point.items()})
+    request = {"kind": "hessian", "program": program.spec(), "points": [point],
+               "requires_grad": list(point), "vector": vector}
+    return handler.handle(engine, request)["results"]
+
+
+def assert_rows_agree(mine: list[dict], torchs: list[dict]) -> None:
+    assert len(mine) == len(torchs)
+    for got, want in zip(mine, torchs):
+        assert got["error"] is None and want["error"] is None, (got, want)
+        assert got["value"] == pytest.approx(want["value"], rel=1e-12, abs=1e-12)
+        for name, g in want["grads"].items():
+            assert got["grads"][name] == pytest.approx(g, rel=1e-11, abs=1e-12), name
+
+
+@pytest.mark.parametrize("op", OPS.values(), ids=list(OPS))
+def test_every_op_differentiated_twice_matches_torch(op):
+    for source, point in forms(op):
+        assert_rows_agree(hessian(REF, source, point), hessian(torch_engine, source, point))
+
+
+def test_hessian_and_hessian_vector_product_of_the_issues_example():
+    rows = hessian(REF, "L = a * b + b ** 2", {"a": 2.0, "b": 4.0})
+    assert [(r["value"], r["grads"]) for r in rows] == [(4.0, {"a": 0.0, "b": 1.0}),
+                                                          (10.0, {"a": 1.0, "b": 2.0})]
+    (hv,) = hessian(REF, "L = a * b + b ** 2", {"a": 2.0, "b": 4.0}, {"a": 1.0, "b": -1.0})
+    assert hv == {"value": -6.0, "grads": {"a": -1.0, "b": -1.0}, "error": None}
+
+
+@pytest.mark.parametrize("source", ["z = relu(x) * relu(x)", "z = abs(x) * x", "z = relu(x)"])
+@pytest.mark.parametrize("x", [0.0, -1.5, 2.0])
+def test_kinks_second_derivative_as_torch(source, x):
+    assert_rows_agree(hessian(REF, source, {"x": x}), hessian(torch_engine, source, {"x": x}))
+
+
+def _script(engine: Any) -> list[Any]:
+    """torch's double-backward rules, observed: values and flags after each step."""
+    seen: list[Any] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = engine.tensor(3.0, requires_grad=True)
+        z = 2 * x ** 2 + 1
+        z.backward(create_graph=True)
+        seen += [x.grad.tolist(), x.grad.requires_grad, x.grad.is_leaf, x.grad.grad_fn is None]
+        x.grad.backward()
+        seen += [x.grad.tolist(), x.grad.requires_grad]
+        z.backward()  # retain_graph defaulted to True
+        seen.append(x.grad.tolist())
+        y = engine.tensor(3.0, requires_grad=True)
+        (2 * y + 1).backward(create_graph=True)
+        seen += [y.grad.tolist(), y.grad.requires_grad, y.grad.is_leaf]
+        a = engine.tensor(2.0, requires_grad=True)
+        b = engine.tensor(4.0, requires_grad=True)
+        loss = a * b + b ** 2
+        ga, gb = engine.grad(loss, (a, b), create_graph=True)
+        seen += [ga.tolist(), gb.tolist(), ga.requires_grad, a.grad is None]
+        unused = engine.grad(ga, (a, b), allow_unused=True, retain_graph=True)
+        seen.append([None if g is None else g.tolist() for g in unused])
+        seen.append([g.tolist() for g in engine.grad(gb, (a, b), retain_graph=True)])
+        try:
+            engine.grad(ga, (a, b))
+        except RuntimeError as exc:
+            seen.append(str(exc).split(".")[0])
+        v = engine.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        (g,) = engine.grad((v * v * v).sum(), v, create_graph=True)
+        seen += [g.tolist(), g.requires_grad]
+        seen.append(engine.grad((g * engine.tensor([1.0, 0.0, 1.0])).sum(), v)[0].tolist())
+        w = engine.tensor(1.0, requires_grad=True)
+        out = w.exp() * 2
+        out.backward(create_graph=True)
+        try:
+            out.backward(retain_graph=False)
+            out.backward()
+        except RuntimeError as exc:
+            seen.append(str(exc).split(".")[0])
+    return seen
+
+
+def test_double_backward_rules_match_torch():
+    assert _script(REF) == _script(torch_engine)
+
+
+def test_a_deep_chain_differentiates_twice_without_recursion():
+    x = REF.tensor(0.5, requires_grad=True)
+    y = x
+    for _ in range(20_000):
+        y = (y * 0.9999).sin() + 0.0001
+    (g,) = REF.grad(y, x, create_graph=True)
+    (h,) = REF.grad(g, x)
+    assert math.isfinite(g.tolist()) and math.isfinite(h.tolist())
