@@ -9,32 +9,21 @@ and allow_unused) are compared step by step.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from gradcheck.bank.bundled import reference_path  # noqa: E402
 from gradcheck.engine import handler, torch_engine  # noqa: E402
+from gradcheck.engine.worker import load_submission  # noqa: E402
 from gradcheck.program.language import parse  # noqa: E402
 from gradcheck.program.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _reference() -> Any:
-    spec = importlib.util.spec_from_file_location("a_students_engine",
-                                                  ROOT / "reference" / "__init__.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-REF = _reference()
+REF = load_submission(reference_path())  # as the worker loads a submission
 
 
 def _inside(op: Any, k: int) -> float:
