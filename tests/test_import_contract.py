@@ -5,9 +5,15 @@ cycle that is broken only by import order is still a cycle."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
+
+from gradcheck.engine.worker import PACKAGE as PACKAGE_PREFIX
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradcheck"
 
@@ -127,3 +133,24 @@ def test_the_contract_sees_a_cycle_and_a_backward_import(tmp_path, graph):
         test_no_stage_imports_a_later_one(broken)
     with pytest.raises(AssertionError):
         test_there_is_no_import_cycle(broken)
+
+
+def test_the_worker_side_runs_on_the_standard_library_alone():
+    """Under `python -I -S` (no site-packages, as a bare worker interpreter), every worker-side
+    module imports and parses a program that folds a constant of every operation, and nothing
+    outside the standard library is loaded."""
+    script = PACKAGE_PREFIX + textwrap.dedent("""
+        import importlib, json
+        for name in sys.argv[2].split(","):
+            importlib.import_module(name)
+        from gradcheck.program.language import parse
+        from gradcheck.program.ops import OPS
+        constants = " + ".join(f"{name}(0.5)" for name, op in OPS.items() if op.kind == "function")
+        parse(f"y = x * ({constants}) + 2.0 ** 0.5 - 1.0 / 3.0", {"x": None})
+        print(json.dumps(sorted({m.partition(".")[0] for m in sys.modules})))
+    """)
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", script, str(PACKAGE),
+                           ",".join(WORKER_SIDE)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout)) - {"gradcheck", "__main__"}
+    assert loaded <= sys.stdlib_module_names, loaded - sys.stdlib_module_names

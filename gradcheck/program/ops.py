@@ -116,12 +116,57 @@ def allowed(interval: Interval, margin: float = 0.0) -> list[tuple[float, float]
     return pieces
 
 
+class _Scalars:
+    """The array namespace of plain Python floats, with IEEE results where `math` raises (exp
+    overflows to inf, log(0) is -inf, sqrt(-1) is nan), as numpy gives them: constants are folded
+    in the worker too, which has the standard library only."""
+
+    @staticmethod
+    def exp(a: float) -> float:
+        try:
+            return math.exp(a)
+        except OverflowError:
+            return math.inf
+
+    @staticmethod
+    def log(a: float) -> float:
+        return math.log(a) if a > 0 else -math.inf if a == 0 else math.nan
+
+    @staticmethod
+    def sqrt(a: float) -> float:
+        return math.sqrt(a) if a >= 0 else math.nan
+
+    @staticmethod
+    def sin(a: float) -> float:
+        return math.sin(a) if math.isfinite(a) else math.nan
+
+    @staticmethod
+    def cos(a: float) -> float:
+        return math.cos(a) if math.isfinite(a) else math.nan
+
+    tanh = staticmethod(math.tanh)
+    abs = staticmethod(abs)
+
+    @staticmethod
+    def where(condition: bool, a: float, b: float) -> float:
+        return a if condition else b
+
+    @staticmethod
+    def sum(a: float, axis: int = 0) -> float:  # a reduction of a scalar is the scalar
+        return a
+
+    mean = sum
+
+
 def fold_constant(op: Op, *args: float) -> float:
     """Evaluate an operation on plain numbers at parse time (constants carry no history)."""
-    import numpy as np
-
-    with np.errstate(all="ignore"):
-        value = float(op.array(np, *(np.float64(a) for a in args)))
-    if not math.isfinite(value):
-        raise ValueError(f"{op.name} of constants gives {value}")
+    try:
+        value = op.array(_Scalars, *(float(a) for a in args))
+    except ZeroDivisionError:
+        value = math.nan if op.name == "div" and args[0] == 0 else math.inf  # 0/0, x/0, 0**-1
+    except OverflowError:
+        value = math.inf
+    if not isinstance(value, float) or not math.isfinite(value):  # complex: (-8) ** (1/3)
+        shown = value if isinstance(value, float) else "no real number"
+        raise ValueError(f"{op.name} of constants gives {shown}")
     return value
