@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_fuzz import budget
 
 from gradcheck.engine.sandbox import Failure, Worker
 from gradcheck.program.language import parse
@@ -56,3 +57,244 @@ def test_constants_fold_without_numpy_to_what_numpy_gives(name, a, b):
     else:
         with pytest.raises(ValueError, match="of constants gives"):
             fold_constant(op, *args)
+
+
+# --- every malformed reply is a protocol error of its check ---------------------------------------
+
+from gradcheck import oracles  # noqa: E402
+from gradcheck.bank import bundled  # noqa: E402
+from gradcheck.bank.loader import load_bank  # noqa: E402
+from gradcheck.engine import handler, torch_engine, wire  # noqa: E402
+from gradcheck.engine.sandbox import signal_name  # noqa: E402
+from gradcheck.grading import compare, grader, localise  # noqa: E402
+from gradcheck.grading.chain_rule import trace_request  # noqa: E402
+from gradcheck.grading.plan import torch_request  # noqa: E402
+
+BANK = {exercise.id: exercise for exercise in load_bank(bundled.bank_dir()).exercises}
+DOT = BANK["dot-product-weights"]  # 1-D inputs, gradient checks
+LOSS = BANK["logistic-loss-goes-down"]  # a behaviour check with 1-D inputs
+GRAPH = BANK["scalar-outputs"]
+
+
+def _deep(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+_SPECIAL = st.sampled_from([10**400, -10**400, 2**1024, math.nan, math.inf, -0.0, True, None, "",
+                            "x" * 30_000, [], {}, [[1.0]], [10**400], {"error": None},
+                            _deep(5000)])
+HOSTILE = st.one_of(_SPECIAL, _SPECIAL, _SPECIAL, st.integers(), st.floats(),
+                    st.text(max_size=8), st.lists(st.floats(), max_size=12),
+                    st.dictionaries(st.text(max_size=6), st.integers(), max_size=3))
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()
+    for key, item in items:
+        yield from _paths(item, (*prefix, key))
+
+
+def _mutated(data, honest):
+    """`honest` with one place replaced by a hostile value, deleted, or given a stray key."""
+    reply = wire.cut_strings(honest, 10**9)  # a copy
+    path = data.draw(st.sampled_from(list(_paths(reply))[1:]))
+    parent = reply
+    for key in path[:-1]:
+        parent = parent[key]
+    action = data.draw(st.sampled_from(["replace", "replace", "delete", "add"]))
+    if action == "replace":
+        parent[path[-1]] = data.draw(HOSTILE)
+    elif action == "delete":
+        del parent[path[-1]]
+    elif isinstance(parent[path[-1]], dict):
+        parent[path[-1]][data.draw(st.text(max_size=6))] = data.draw(HOSTILE)
+    return wire.read_frame(wire_bytes(reply))["reply"] if _encodable(reply) else reply
+
+
+def wire_bytes(value) -> bytes:
+    from gradcheck.engine.worker import pack
+    return pack({"reply": value})[4:]
+
+
+def _encodable(value) -> bool:
+    try:
+        wire_bytes(value)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _gradients_request(exercise):
+    points = exercise.check_points("gradients", 0)
+    return {"kind": "gradients", "program": exercise.program.spec(), "points": points,
+            "requires_grad": exercise.grad_names}
+
+
+def _consume(kind, exercise, request, honest, reply):
+    """What the grader does with a reply that passed wire.check_reply."""
+    program, grad = exercise.program, exercise.grad_names
+    tolerance = exercise.tolerance.pair()
+    if kind == "gradients":
+        expected = oracles.compute(program, request["points"], grad, ["fd", "torch"])
+        compare.grade(program, request["points"], grad, expected, reply["results"], tolerance,
+                      exercise.convention).message
+    elif kind == "graph":
+        grader._graph_verdict(honest, reply, exercise)
+    elif kind == "behaviour":
+        grader._behaviour_verdict(honest, reply, exercise)
+    elif kind == "trace":
+        localise.locate(program, request["point"], grad,
+                        lambda asked: reply if asked["kind"] == "trace"
+                        else handler.handle(torch_engine, asked), tolerance.analytic)
+    else:
+        "; ".join(reply["details"].values())
+
+
+REQUESTS = {
+    "gradients": (DOT, _gradients_request(DOT)),
+    "graph": (GRAPH, torch_request(GRAPH, "graph")),
+    "behaviour": (LOSS, torch_request(LOSS, "behaviour")),
+    "trace": (DOT, trace_request(DOT.program, DOT.values, DOT.grad_names)),
+    "inspect": (DOT, {"kind": "inspect"}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REQUESTS))
+@budget(100)
+@given(data=st.data())
+def test_a_malformed_reply_is_refused_or_read_without_fault(kind, data):
+    """A reply with any value at any key (10**400, a 5000-deep list, a string for a number, a
+    key missing or added) either fails wire.check_reply, a ProtocolError blamed on the engine,
+    or is read by the grader without an exception."""
+    exercise, request = REQUESTS[kind]
+    honest = handler.handle(torch_engine, request)
+    reply = _mutated(data, honest)
+    try:
+        wire.check_reply(request, reply)
+    except wire.ProtocolError:
+        return
+    _consume(kind, exercise, request, honest, reply)
+
+
+@budget(300)
+@given(st.one_of(st.binary(max_size=200),
+                 st.recursive(st.none() | st.booleans() | st.floats() | st.integers()
+                              | st.text(max_size=10),
+                              lambda inner: st.lists(inner, max_size=4)
+                              | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+                              max_leaves=30).map(lambda v: wire_bytes(v)[9:-1]),
+                 st.integers(1, 300_000).map(lambda n: b"[" * n + b"]" * n),
+                 st.integers(300, 5000).map(lambda n: b"9" * n)))
+def test_any_frame_is_an_object_or_a_protocol_error(body):
+    """The frame reader: arbitrary bytes, arbitrary JSON, nesting 300,000 deep, a 5000-digit
+    integer; it returns a JSON object or raises ProtocolError, nothing else."""
+    try:
+        frame = wire.read_frame(body)
+    except wire.ProtocolError:
+        return
+    assert isinstance(frame, dict)
+
+
+_FRAME_WRITER = """
+import os, struct, sys
+sys.path.append({engines!r})
+from forge import _channel
+from tiny import Tensor, no_grad, tensor
+BODY = {body!r}
+_backward = Tensor.backward
+
+
+def backward(self, *args, **kwargs):
+    data = memoryview(struct.pack(">I", len(BODY)) + BODY)
+    while data:
+        data = data[os.write(_channel(), data):]
+    return _backward(self, *args, **kwargs)
+
+
+Tensor.backward = backward
+"""
+ONE_POINT = {"kind": "gradients", "program": parse("z = x * y", {"x": None, "y": None}).spec(),
+             "points": [{"x": 2.0, "y": 3.0}], "requires_grad": ["x", "y"]}
+HUGE = "1" + "0" * 400
+
+
+@pytest.mark.parametrize("body", [
+    b'{"phase": []}', b'{"phase": {"a": 1}}', b"[" * 200_000 + b"]" * 200_000,
+    b'{"reply": {"results": [{"value": ' + HUGE.encode() + b', "grads": {"x": 3.0, "y": 2.0}, '
+    b'"error": null}]}}',
+    b'{"reply": {"results": [{"value": 6.0, "grads": {"x": [' + HUGE.encode() + b'], "y": 2.0}, '
+    b'"error": null}]}}',
+    b'{"fatal": {"type": [], "message": 1}}', b'{"import_error": 3}', b"\xff\xfe", b"9" * 5000,
+    b'{"reply": {"results": [{"value": 6.0, "grads": {"x": 3.0, "y": 2.0}, "error": '
+    b'{"type": "E", "message": "' + b"m" * 100_000 + b'", "phase": "backward"}}]}}',
+], ids=["unhashable-phase", "dict-phase", "nested-200k", "huge-value", "huge-grad",
+        "fatal-types", "import-error-int", "not-utf8", "5000-digits", "long-message"])
+def test_a_malformed_frame_is_a_protocol_error_of_that_request_and_the_worker_goes_on(
+        body, tmp_path):
+    submission = tmp_path / "hostile.py"
+    submission.write_text(_FRAME_WRITER.format(engines=str(ENGINES), body=body))
+    with Worker(submission, import_timeout=10) as worker:
+        for _ in range(2):  # after a failure, the next request gets a new worker
+            reply = worker.request(ONE_POINT, timeout=10)
+            if isinstance(reply, Failure):
+                assert reply.kind == "protocol", reply
+                assert reply.message.startswith("the engine "), reply
+                continue
+            # a frame the grader may ignore (a phase not its own), or a reply it may read
+            (result,) = reply["results"]
+            if result["error"] is None:
+                assert result == {"value": 6.0, "grads": {"x": 3.0, "y": 2.0}, "error": None}
+            else:
+                assert len(result["error"]["message"]) == 1000 + len(wire.CUT)
+                assert result["error"]["message"].endswith(wire.CUT)
+
+
+def test_every_signal_has_a_name():
+    names = [signal_name(number) for number in range(1, 65)]
+    assert names[8] == "SIGKILL" and names[39] == f"SIGRTMIN+{40 - signal.SIGRTMIN}"
+    assert len(set(names)) == 64
+
+
+_SIGNALLER = """
+import os, sys
+sys.path.append({engines!r})
+import tiny
+from tiny import Tensor, no_grad
+
+
+def tensor(data, requires_grad=False):
+    if requires_grad and data >= 1:
+        os.kill(os.getpid(), int(data))  # the signal numbered by the input
+    return tiny.tensor(data, requires_grad=requires_grad)
+"""
+#: what a worker killed by each signal is, as its default action and Python's handlers make it
+_NOT_KILLED = {signal.SIGCHLD, signal.SIGCONT, signal.SIGURG, signal.SIGWINCH,  # ignored
+               signal.SIGPIPE,  # ignored by Python
+               signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}  # an orphaned group: discarded
+_KINDS = {signal.SIGINT: "raised", signal.SIGSTOP: "timeout", signal.SIGXCPU: "cpu",
+          signal.SIGXFSZ: "output"}
+
+
+@pytest.mark.slow
+def test_a_worker_killed_by_any_signal_fails_its_request_by_name(tmp_path):
+    """Each of the signals 1 to 64 sent to the worker (real-time ones too, which
+    signal.Signals does not know) fails only its own request, with a named cause."""
+    submission = tmp_path / "signaller.py"
+    submission.write_text(_SIGNALLER.format(engines=str(ENGINES)))
+    with Worker(submission, import_timeout=10) as worker:
+        for number in range(1, 65):
+            request = {**ONE_POINT, "points": [{"x": float(number), "y": 0.0}]}
+            reply = worker.request(request, timeout=1)
+            if number in _NOT_KILLED:
+                assert not isinstance(reply, Failure), (number, reply)
+                continue
+            assert isinstance(reply, Failure), (number, reply)
+            assert reply.kind == _KINDS.get(number, "signal"), (number, reply)
+            if reply.kind == "signal":
+                assert reply.message == (f"the engine crashed with signal {signal_name(number)} "
+                                         "in the forward pass")

@@ -257,7 +257,8 @@ class Worker:
             while (frame := self._pop_frame()) is not None:
                 if not (isinstance(frame, dict) and set(frame) == {"phase"}):
                     return frame
-                if frame["phase"] in handler.PHASES:  # any other text is not the worker's
+                if isinstance(frame["phase"], str) and frame["phase"] in handler.PHASES:
+                    # any other value is not the worker's
                     self._phase = frame["phase"]
             if exited:
                 return self._exit_failure()
@@ -296,13 +297,10 @@ class Worker:
         body = bytes(self._buffer[HEADER.size:end])
         del self._buffer[:end]
         try:
-            frame = json.loads(body)
-        except ValueError:
-            frame = None
-        if not isinstance(frame, dict):
+            return wire.read_frame(body)
+        except wire.ProtocolError:
             return self._fail("protocol", f"the engine wrote garbage to the grader's channel "
                               f"{self._where()}")
-        return frame
 
     def _frame_end(self) -> int:
         """How many buffered bytes the first frame needs (the header alone, until it is read)."""
@@ -348,7 +346,8 @@ class Worker:
                 wire.check_reply(request, frame["reply"])
             except wire.ProtocolError as exc:
                 return self._fail("protocol", f"the engine sent a {exc} {self._where()}")
-            return frame["reply"]
+            # an honest engine's messages are this short already (run.error_record)
+            return wire.cut_strings(frame["reply"], run.MAX_MESSAGE)
         record = frame.get("fatal")
         if set(frame) == {"fatal"} and isinstance(record, dict) and all(
                 isinstance(record.get(k), str) for k in ("type", "message")):
@@ -380,8 +379,8 @@ class Worker:
                                f"{_bytes(self.max_output)} {where}", phase)
             return Failure("output", f"the engine wrote a file larger than "
                            f"{_bytes(self._file_limit)} {where}", phase)
-        return Failure("signal", f"the engine crashed with signal {signal.Signals(-code).name} "
-                       f"{where}", phase)
+        return Failure("signal", f"the engine crashed with signal {signal_name(-code)} {where}",
+                       phase)
 
     def _fail(self, kind: str, message: str, detail: str = "") -> Failure:
         phase = self._phase
@@ -518,6 +517,16 @@ def preflight(submission: str | Path, user: int, python: str = sys.executable,
 def _no_python(who: str, python: str, why: str) -> str:
     return (f"{who} cannot run {python} ({why}): give --worker-python a Python 3.11 or later "
             f"that this user may run (such as /usr/bin/python3); {_ADVICE}")
+
+
+def signal_name(number: int) -> str:
+    """A signal's name, a real-time one's too (SIGRTMIN+6), which signal.Signals does not know."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        if signal.SIGRTMIN <= number <= signal.SIGRTMAX:
+            return f"SIGRTMIN+{number - signal.SIGRTMIN}"
+        return f"number {number}"
 
 
 def _where(phase: str) -> str:

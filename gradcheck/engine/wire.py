@@ -5,6 +5,8 @@ is read only after :func:`check_reply`, since code in the worker can write anyth
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any, Mapping
 
 from gradcheck.program.language import Program, spec_program
@@ -28,6 +30,13 @@ REQUEST_KEYS = {
     # second order: one reply per point and direction, shaped as a gradients reply
     "hessian": {"kind", "program", "points", "requires_grad", "vector"},
 }
+
+
+#: characters kept of any string a worker sends (a traceback, a message, a grad_fn name): the
+#: grader copies them into reports, so a long one would be copied into every check's message.
+MAX_TEXT = 20_000
+CUT = "… (cut)"
+_LARGEST = int(sys.float_info.max)  # a JSON integer past this has no float: 10**400
 
 
 class ProtocolError(Exception):
@@ -80,7 +89,45 @@ def _need(condition: bool, message: str) -> None:
 
 
 def _is_json_number(x: Any) -> bool:
-    return type(x) in (int, float)
+    return type(x) is float or type(x) is int and -_LARGEST <= x <= _LARGEST
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters and a note that the rest was cut."""
+    return text if len(text) <= limit else text[:limit] + CUT
+
+
+def read_frame(body: bytes) -> dict[str, Any]:
+    """The JSON object a worker sent, every string in it cut to MAX_TEXT characters; a
+    ProtocolError for anything else (not UTF-8 JSON, nested deeper than json reads, not an
+    object), so that no frame, however made, raises anything but that in the grader."""
+    try:
+        frame = json.loads(body)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise ProtocolError("frame that is not JSON") from None
+    if not isinstance(frame, dict):
+        raise ProtocolError("frame that is not a JSON object")
+    return cut_strings(frame, MAX_TEXT)
+
+
+def cut_strings(value: Any, limit: int) -> Any:
+    """`value` with every string in it (keys too) cut to `limit` characters; no recursion: json.loads already
+    refused what nests deeper than Python's stack, but walking that deep here would not."""
+    top: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(top, 0)]
+    while stack:
+        parent, key = stack.pop()
+        item = parent[key]
+        if type(item) is str:
+            if len(item) > limit:
+                parent[key] = cut(item, limit)
+        elif type(item) is list:
+            stack.extend((item, i) for i in range(len(item)))
+        elif type(item) is dict:
+            if any(len(k) > limit for k in item):
+                parent[key] = item = {cut(k, limit): v for k, v in item.items()}
+            stack.extend((item, k) for k in item)
+    return top[0]
 
 
 def _check_point(program: Program, point: Any) -> None:
