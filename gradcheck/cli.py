@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -212,7 +213,8 @@ def _write_other_reports(report: GradeReport, args: argparse.Namespace) -> None:
     if args.junit:
         write_junit(report, args.junit, show_hidden=args.show_hidden)
     if args.markdown:
-        write_markdown(report, args.markdown, show_hidden=args.show_hidden)
+        write_markdown(report, args.markdown, show_hidden=args.show_hidden,
+                       command=reproduction(args, report.seed))
 
 
 def _print_summary(report: GradeReport, args: argparse.Namespace) -> None:
@@ -220,7 +222,24 @@ def _print_summary(report: GradeReport, args: argparse.Namespace) -> None:
         sys.stdout.write(total_line(report))
     else:
         colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        sys.stdout.write(render_terminal(report, colour=colour, show_hidden=args.show_hidden))
+        sys.stdout.write(render_terminal(report, colour=colour, show_hidden=args.show_hidden,
+                                         command=reproduction(args, report.seed)))
+
+
+def reproduction(args: argparse.Namespace, seed: int) -> str:
+    """The `gradcheck grade` command that grades the same exercises the same way at `seed`."""
+    words = ["gradcheck", "grade", args.submission]
+    for item in args.exercises or []:
+        words += ["--exercises", str(item)]
+    if args.keyword:
+        words += ["-k", args.keyword]
+    if args.key:
+        words += ["--key", str(args.key)]
+    if args.oracles:
+        words += ["--oracles", ",".join(args.oracles)]
+    if args.timeout:
+        words += ["--timeout", f"{args.timeout:g}"]
+    return shlex.join(words + ["--seed", str(seed)])
 
 
 def _oracles(text: str) -> list[str]:

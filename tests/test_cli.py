@@ -12,7 +12,7 @@ import pytest
 from another_user import PYTHON, UID, as_another_user, open_folder  # noqa: F401
 from grading_samples import BROKEN, FLOAT32, read_results, write_bank
 
-from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.bundled import bank_dir, starter_path
 from gradcheck.cli import main
 from gradcheck.engine.sandbox import preflight
 from gradcheck.reports import WITHHELD
@@ -256,3 +256,26 @@ def test_gradcheck_grade_is_the_library_call_grading_md_shows():
     report = gradcheck.grade("reference", one)
     assert {r.exercise_id for r in report.results} == {"chain-rule-z"}
     assert report.score == report.max_score > 0
+
+
+def test_the_starters_report_fits_in_60_lines_with_its_root_cause_said_once(capsys):
+    engine = starter_path() / "engine.py"
+    assert main(["grade", str(engine), "--exercises", str(bank_dir()), "-k", "not wide",
+                 "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) <= 60
+    assert lines[1].startswith("  1. Implement `tensor()` first: ")
+    assert "Failed checks:" not in out  # each check tensor() blocks is in that one line
+    assert lines[-1] == (f"Reproduce: gradcheck grade {engine} --exercises {bank_dir()} "
+                         "-k 'not wide' --seed 5")
+
+
+def test_a_behaviour_message_names_the_exercise_file_in_the_bank_with_its_line(tmp_path, capsys):
+    engine = tmp_path / "engine.py"
+    engine.write_text((bank_dir().parent / "reference" / "__init__.py").read_text()
+                      .replace("g if leaf._grad is None else leaf._grad + g", "g"))
+    assert "leaf._grad = g\n" in engine.read_text()  # backward() replaces .grad
+    assert main(["grade", str(engine), "--exercises", "two-passes-add-up"]) == 0
+    out = capsys.readouterr().out
+    assert "(04-accumulation/two-passes-add-up.exercise.yaml:" in out

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.bank.loader import load_exercise
+from gradcheck.bank.loader import load_bank, load_exercise
 from gradcheck.bank.tolerances import Tolerance
 from gradcheck.engine import handler, torch_engine
 from gradcheck.grading import localise
@@ -169,7 +169,10 @@ def test_a_behaviour_check_names_the_step_and_the_statement(tmp_path):
                     "      - backward: {}\n        expect: [grad.x]\n")
     with Grader(submission(tmp_path, "overwrite_grad"), seed=1) as grader:
         [result] = grader.grade_exercise(load_exercise(path))
+        # loaded with its bank, the file is named by its path in the bank's folder
+        [in_bank] = grader.grade_exercise(load_bank(tmp_path).exercises[0])
     assert result.status == "failed"
     first = result.message.splitlines()[0]
-    assert first.startswith("step 2, `z.backward()` (exercise line 15): after it, x.grad is ")
+    assert first.startswith("step 2, `z.backward()` (twice.exercise.yaml:15): after it, x.grad ")
+    assert in_bank.message.splitlines()[0] == first
     assert "torch gives" in first

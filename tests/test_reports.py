@@ -205,16 +205,61 @@ def test_junit_withholds_details_of_exercises_that_are_not_visible_unless_asked(
 # --- terminal ----------------------------------------------------------------------------------
 
 
-def test_terminal_table_lists_each_exercise_its_points_and_status_then_the_total():
+def test_terminal_table_groups_exercises_by_module_with_subtotals_then_the_total():
     text = render_terminal(make_report())
     lines = text.splitlines()
-    assert lines[0].split() == ["exercise", "points", "status"]
-    assert lines[1].split() == ["chain-rule", "2.67/4", "partial"]
-    assert lines[2].split() == ["secret-cube", "0/3", "failed"]
+    assert lines[0].split() == ["module", "/", "exercise", "points", "status"]
+    assert lines[1].split() == ["02-backward", "3.17/6"]  # a mixed module lists its exercises
+    assert lines[2].split() == ["chain-rule", "2.67/4", "partial"]
+    assert lines[3].split() == ["late-one", "0/1.5", "failed"]
     assert lines[4].split() == ["skipper", "0.5/0.5", "passed"]
-    assert "total 3.17/9" in text and "seed 1234" in text
+    # a module whose exercises all failed (or all passed) is its subtotal alone
+    assert lines[6].split() == ["03-graph", "0/3", "1", "exercise,", "none", "passed"]
+    assert "total 3.17/9  (5 exercises in 2 modules, seed 1234, 2.5 s)" in text
     assert "\033[" not in text
     assert total_line(make_report()) == "3.17/9 (seed 1234)\n"
+    passing = GradeReport(submission="e.py", seed=1, results=[
+        result(f"ex{i}", "gradients", "passed", 1.0, 1.0, topic=f"0{i % 2}") for i in range(4)])
+    assert [line.split() for line in render_terminal(passing).splitlines()[1:3]] == [
+        ["00", "2/2", "all", "2", "passed"], ["01", "2/2", "all", "2", "passed"]]
+
+
+def test_one_root_cause_is_said_once_at_the_top_and_fixes_are_ordered_by_points():
+    blocked = [result(f"ex{i}", "gradients", "failed", 0.0, 2.0, f"tensor() raised {i}\nmore",
+                      blocked_by="tensor()") for i in range(5)]
+    blocked += [result("ex9", "gradients", "failed", 0.0, 4.0, "no exp", blocked_by="exp()"),
+                result("ex8", "gradients", "failed", 0.0, 1.0, "the same first line\n1"),
+                result("ex7", "gradients", "failed", 0.0, 1.0, "the same first line\n2"),
+                result("ex6", "gradients", "failed", 0.0, 1.0, "the same first line\n3"),
+                result("ex5", "gradients", "failed", 0.0, 1.0, "another line"),
+                result("hid", "gradients", "failed", 0.0, 4.0, SECRET, visibility="hidden",
+                       blocked_by="tanh()")]
+    text = render_terminal(GradeReport(submission="e.py", seed=7, results=blocked))
+    lines = text.splitlines()
+    assert lines[:7] == [
+        "What to fix first, by the points each fix would unblock:",
+        "  1. Implement `tensor()` first: 5 checks need it (10 points).",
+        "       tensor() raised 0",
+        "  2. Implement `exp()`: 1 check needs it (4 points).",
+        "       no exp",
+        "  3. 3 checks fail the same way (3 points).",
+        "       the same first line"]
+    # the checks a cause blocks are not listed again; a hidden one takes no part in any cause
+    assert text.count("tensor() raised") == 1 and "more" not in text
+    assert "Failed checks:\nex5::gradients: ex5 gradients\n    another line\n" in text
+    assert "tanh" not in text and SECRET not in text
+    assert "1 failed check belongs to exercises whose details are not shown." in text
+    markdown = render_markdown(GradeReport(submission="e.py", seed=7, results=blocked))
+    assert ("<summary>1. Implement <code>tensor()</code> first: 5 checks need it (10 points)"
+            "</summary>") in markdown
+    assert "The checks: ex0::gradients, ex1::gradients" in markdown and "tanh" not in markdown
+
+
+def test_the_reproduction_command_is_the_last_line():
+    assert render_terminal(make_report()).splitlines()[-1] == (
+        "Reproduce: gradcheck grade student/engine.py --seed 1234")
+    assert render_markdown(make_report(), command="gradcheck grade 'a b.py' --seed 3"
+                           ).splitlines()[-1] == "Reproduce: `gradcheck grade 'a b.py' --seed 3`"
 
 
 def test_terminal_colours_only_when_asked():
@@ -247,11 +292,15 @@ def test_markdown_summary_has_totals_a_table_and_folded_failures():
     text = render_markdown(make_report())
     assert text.startswith("## gradcheck: 3.17 / 9 points\n")
     assert "seed 1234" in text and "5 exercises, 4 not fully passed" in text
-    rows = [line for line in text.splitlines() if line.startswith("| `")]
-    assert len(rows) == 5
-    assert rows[0] == "| `chain-rule` | 02-backward | 2.67 / 4 | 🟡 partial |"
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert rows[1:4] == ["| **02-backward** | **3.17 / 6** | |",
+                         "| `chain-rule` | 2.67 / 4 | 🟡 partial |",
+                         "| `late-one` | 0 / 1.5 | ❌ failed |"]
+    assert rows[6:] == ["| **03-graph** | **0 / 3** | |", "| `secret-cube` | 0 / 3 | ❌ failed |",
+                        "| **Total** | **3.17 / 9** | |"]
     assert text.count("<details>") == 5  # the failed and errored checks
-    assert "<code>chain-rule::sampled</code>" in text
+    assert ("<code>chain-rule::sampled</code> chain-rule sampled "
+            "(<code>exercises/chain.exercise.yaml:7</code>)") in text
 
 
 def test_markdown_keeps_a_message_with_backticks_and_pipes_intact():

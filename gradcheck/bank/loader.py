@@ -92,9 +92,12 @@ def load_bank(paths: PathArg, strict: bool = False) -> Bank:
     """Load every exercise under `paths`. A broken file is set aside in `broken` (or, if
     `strict`, raised at once) and the others still load; ids must be unique in the bank."""
     bank = Bank([], [])
+    in_bank = {file: str(file.relative_to(folder)) for folder in path_list(paths)
+               if folder.is_dir() for file in exercise_files(folder)}
     for path in exercise_files(paths):
         try:
             bank.exercises.append(load_exercise(path))
+            bank.exercises[-1]._bank_file = in_bank.get(path, path.name)
         except ExerciseError as exc:
             if strict:
                 raise

@@ -393,11 +393,23 @@ class Exercise(_Model):
     _source: yaml_reader.Source | None = PrivateAttr(None)
     _program: Program | None = PrivateAttr(None)
     _digest: str = PrivateAttr("")
+    _bank_file: str = PrivateAttr("")
 
     @property
     def path(self) -> Path | None:
         """The file it was loaded from."""
         return Path(self._file) if self._file else None
+
+    @property
+    def bank_file(self) -> str:
+        """The file as a student can find it: its path in the bank's folder (a bundled bank's
+        folder lies inside the installed package, so an absolute path would help no one)."""
+        return self._bank_file or (Path(self._file).name if self._file else self.id)
+
+    def where(self, field_path: str | tuple[str | int, ...]) -> str:
+        """`02-backward/chain-rule-z.exercise.yaml:44`: the file in the bank and a field's line."""
+        line = self.line_of(field_path)
+        return f"{self.bank_file}:{line}" if line else self.bank_file
 
     @property
     def digest(self) -> str:

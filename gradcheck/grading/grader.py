@@ -35,6 +35,7 @@ from gradcheck.engine.sandbox import Failure, Worker
 from gradcheck.grading import answer_key, compare, helper_process, localise, oracle_threads, score
 from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
 from gradcheck.grading.results import CheckResult, GradeReport
+from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
 
 DEFAULT_MEMORY_MB = 1024
 #: what a submission graded from an answer key cannot import (docs/security.md)
@@ -137,7 +138,7 @@ class Grader:
         """One result per check of `exercise`; a fault costs only the checks it touches."""
         shares = score.check_points(exercise)
         budget = _Budget(self.timeout or exercise.timeout)
-        absent = self._absent_operations(exercise, budget)
+        absent, blocked_by = self._absent_operations(exercise, budget)
         results = []
         for name, max_score in shares.items():
             started = time.monotonic()
@@ -157,7 +158,7 @@ class Grader:
                 max_score=max_score, status=status, message=message, topic=exercise.topic,
                 visibility=exercise.visibility, file=str(exercise.path or ""),
                 line=exercise.line_of(f"checks.{name}"), duration=time.monotonic() - started,
-                author_notes=notes))
+                author_notes=notes, blocked_by=blocked_by if absent else ""))
         return results
 
     def broken_result(self, path: str | Path, error: ExerciseError) -> CheckResult:
@@ -376,21 +377,22 @@ class Grader:
                                                       f"{where}")
         return reply
 
-    def _absent_operations(self, exercise: Exercise, budget: _Budget) -> str:
-        """A message naming what the exercise needs and the engine lacks, or ''."""
+    def _absent_operations(self, exercise: Exercise, budget: _Budget) -> tuple[str, str]:
+        """A message naming what the exercise needs and the engine lacks, or '', and the first
+        piece it lacks as reports name it (`CheckResult.blocked_by`)."""
         if self._missing is None:
             reply = self._ask(exercise, {"kind": "inspect"}, budget)
             if isinstance(reply, Failure):
-                return reply.message
+                return reply.message, ""
             self._missing = dict(reply.get("details", {}))
         needed = exercise.program.ops_used() | {"tensor", "no_grad", "tolist", "backward",
                                                 "grad"}
         absent = [name for name in self._missing if name in needed]
         if not absent:
-            return ""
+            return "", ""
         details = "; ".join(self._missing[name] for name in absent)
         return (f"your engine is missing {', '.join(absent)}, which this exercise uses "
-                f"({details}). Implement it to earn these points.")
+                f"({details}). Implement it to earn these points.", _piece(absent[0]))
 
 
 class _Budget:
@@ -417,6 +419,17 @@ def prestart(key: object, oracles: Sequence[str] | None) -> None:
     jax's work to (`gradcheck.grading.helper_process.prestart`): it imports jax meanwhile, on the other core."""
     if key is None and (oracles is None or "jax" in oracles):
         helper_process.prestart()
+
+
+def _piece(name: str) -> str:
+    """A name `inspect` reports missing, as the code a student writes: `tensor()`, `.grad`,
+    `__mul__`, `exp()`."""
+    op = OPS.get(name)
+    if op is not None and op.kind in (BINARY, UNARY):
+        return f"__{'truediv' if name == 'div' else name}__"
+    if op is not None and op.kind == SELECT:
+        return "__getitem__"
+    return f".{name}" if name in ("grad", "requires_grad", "is_leaf", "grad_fn") else f"{name}()"
 
 
 def _torch_answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -455,9 +468,8 @@ def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: E
     tolerance = exercise.tolerance.pair().analytic
     for number, (step, want, got) in enumerate(zip(check.steps, torch["steps"], found["steps"]),
                                                start=1):
-        line = exercise.line_of(f"checks.behaviour.steps[{number - 1}]")
         where = (f"step {number}, `{localise.step_code(step, exercise.program.output_name)}`"
-                 + (f" (exercise line {line})" if line else ""))
+                 f" ({exercise.where(f'checks.behaviour.steps[{number - 1}]')})")
         if bool(want["error"]) != bool(got["error"]):
             if want["error"]:
                 return (f"{where}: torch raises {want['error']['type']} "

@@ -33,6 +33,10 @@ class CheckResult:
     duration: float = 0.0
     #: notes for the exercise's author (ungraded points and why); never shown to students.
     author_notes: list[str] = field(default_factory=list)
+    #: the protocol piece the engine lacks whose use failed this check ("__rpow__", "exp()",
+    #: "tensor()", "tensor([...])", "backward()"...; gradcheck.grading.uses), or "": reports
+    #: group failed checks by it.
+    blocked_by: str = ""
 
     @property
     def name(self) -> str:

@@ -10,10 +10,12 @@ way, because an engine can print what a hidden exercise asked of it.
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradcheck.bank.bundled import bank_dir
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.score import total
 
@@ -83,6 +85,101 @@ def by_exercise(report: GradeReport) -> list[ExerciseSummary]:
                             score=total(r.score for r in checks),
                             max_score=total(r.max_score for r in checks), checks=checks)
             for eid, checks in groups.items()]
+
+
+@dataclass
+class ModuleSummary:
+    """One course module (an exercise's `topic`) in a report: its exercises and subtotal."""
+
+    name: str
+    exercises: list[ExerciseSummary]
+
+    @property
+    def score(self) -> float:
+        return total(e.score for e in self.exercises)
+
+    @property
+    def max_score(self) -> float:
+        return total(e.max_score for e in self.exercises)
+
+    @property
+    def uniform(self) -> str:
+        """"passed" when every exercise passed, "failed" when none earned a point, else ""."""
+        statuses = {e.status for e in self.exercises}
+        return statuses.pop() if len(statuses) == 1 and statuses <= {"passed", "failed"} else ""
+
+
+def by_module(report: GradeReport) -> list[ModuleSummary]:
+    """The report's exercises grouped by module, modules in the order first graded."""
+    modules: dict[str, list[ExerciseSummary]] = {}
+    for exercise in by_exercise(report):
+        modules.setdefault(exercise.topic or "(no module)", []).append(exercise)
+    return [ModuleSummary(name, exercises) for name, exercises in modules.items()]
+
+
+#: Checks that fail with the same first line, without a `blocked_by`, form a root cause from
+#: this many on: fewer read better one by one.
+SHARED = 3
+
+
+@dataclass
+class RootCause:
+    """A missing or broken piece of the protocol and the failed checks it blocks."""
+
+    piece: str  # CheckResult.blocked_by, or "" when the checks only share their first line
+    checks: list[CheckResult]
+
+    @property
+    def points(self) -> float:
+        """The points that fixing it would unblock (at most: a check may fail for more)."""
+        return total(r.max_score - r.score for r in self.checks)
+
+    @property
+    def first_line(self) -> str:
+        return self.checks[0].message.strip().split("\n", 1)[0]
+
+    def heading(self, first: bool = False) -> str:
+        """"Implement `tensor()` first: 161 checks need it (188 points)"."""
+        count = len(self.checks)
+        checks = "1 check needs it" if count == 1 else f"{count} checks need it"
+        if self.piece:
+            return (f"Implement `{self.piece}`{' first' if first else ''}: {checks} "
+                    f"({points(self.points)} points)")
+        return f"{count} checks fail the same way ({points(self.points)} points)"
+
+
+def root_causes(report: GradeReport, show_hidden: bool = False) -> list[RootCause]:
+    """The failed checks grouped by what blocks them, the most points first: by their
+    `blocked_by`, else by a first line that at least SHARED checks have. Only checks whose
+    details are shown take part, so that no hidden exercise is described by the group either."""
+    groups: dict[tuple[str, str], list[CheckResult]] = {}
+    for r in failures(report):
+        if details_shown(r, show_hidden) and r.message.strip():
+            key = ("piece", r.blocked_by) if r.blocked_by else (
+                "line", r.message.strip().split("\n", 1)[0])
+            groups.setdefault(key, []).append(r)
+    causes = [RootCause(key[1] if key[0] == "piece" else "", checks)
+              for key, checks in groups.items() if key[0] == "piece" or len(checks) >= SHARED]
+    return sorted(causes, key=lambda cause: (-cause.points, -len(cause.checks)))
+
+
+def exercise_place(r: CheckResult) -> str:
+    """Where a check is written: its exercise file, as short as can still be found, and line.
+    A file of the bundled bank is named by its path in the bank (it lies inside the installed
+    package), another by its path from the current folder when it lies under it."""
+    if not r.file:
+        return ""
+    path = Path(r.file)
+    for folder in (bank_dir(), Path.cwd()):
+        if path.is_relative_to(folder):
+            path = path.relative_to(folder)
+            break
+    return f"{path}:{r.line}" if r.line else str(path)
+
+
+def reproduce_command(report: GradeReport) -> str:
+    """The one-line command that grades the same submission at the same seed."""
+    return shlex.join(["gradcheck", "grade", report.submission, "--seed", str(report.seed)])
 
 
 def failures(report: GradeReport) -> list[CheckResult]:

@@ -11,8 +11,13 @@ from gradcheck.grading.results import GradeReport
 from gradcheck.reports import (
     atomic_write,
     by_exercise,
+    by_module,
+    details_shown,
+    exercise_place,
     failures,
     points,
+    reproduce_command,
+    root_causes,
     shown_message,
     shown_output,
 )
@@ -20,8 +25,10 @@ from gradcheck.reports import (
 _MARKS = {"passed": "✅", "partial": "🟡", "failed": "❌"}
 
 
-def render_markdown(report: GradeReport, *, show_hidden: bool = False) -> str:
-    """The summary as Markdown (GitHub-flavoured: tables and HTML <details>)."""
+def render_markdown(report: GradeReport, *, show_hidden: bool = False, command: str = "") -> str:
+    """The summary as Markdown (GitHub-flavoured: tables and HTML <details>): what blocks many
+    checks first, then the exercises by module with each module's subtotal and the total, then
+    each other failed check, then the command that reproduces the run."""
     exercises = by_exercise(report)
     failing = sum(e.status != "passed" for e in exercises)
     lines = [f"## gradcheck: {points(report.score)} / {points(report.max_score)} points", "",
@@ -30,26 +37,41 @@ def render_markdown(report: GradeReport, *, show_hidden: bool = False) -> str:
              f"{report.duration:.1f} s", ""]
     if report.import_error:
         lines += _fold("The submission could not be imported", report.import_error, open_=True)
-    lines += ["| Exercise | Topic | Points | Status |", "|---|---|---:|---|"]
-    lines += [f"| `{_cell(e.exercise_id)}` | {_cell(e.topic)} | "
-              f"{points(e.score)} / {points(e.max_score)} | {_MARKS[e.status]} {e.status} |"
-              for e in exercises]
-    failed = failures(report)
-    if failed:
+    causes = root_causes(report, show_hidden)
+    if causes:
+        lines += ["### What to fix first", ""]
+    for number, cause in enumerate(causes, start=1):
+        heading = re.sub("`([^`]*)`", r"<code>\1</code>",
+                         html.escape(cause.heading(first=number == 1)))
+        lines += _fold(f"{number}. {heading}", f"{cause.first_line}\n\nThe checks: "
+                       + ", ".join(r.name for r in cause.checks))
+    lines += ["| Module / exercise | Points | Status |", "|---|---:|---|"]
+    for module in by_module(report):
+        lines.append(f"| **{_cell(module.name)}** | "
+                     f"**{points(module.score)} / {points(module.max_score)}** | |")
+        lines += [f"| `{_cell(e.exercise_id)}` | {points(e.score)} / {points(e.max_score)} | "
+                  f"{_MARKS[e.status]} {e.status} |" for e in module.exercises]
+    lines.append(f"| **Total** | **{points(report.score)} / {points(report.max_score)}** | |")
+    grouped = {id(r) for cause in causes for r in cause.checks}
+    alone = [r for r in failures(report) if id(r) not in grouped]
+    if alone:
         lines += ["", "### Failed checks", ""]
-    for r in failed:
-        lines += _fold(f"<code>{html.escape(r.name)}</code> {html.escape(r.title)}",
+    for r in alone:
+        place = exercise_place(r) if details_shown(r, show_hidden) else ""
+        lines += _fold(f"<code>{html.escape(r.name)}</code> {html.escape(r.title)}"
+                       + (f" (<code>{html.escape(place)}</code>)" if place else ""),
                        shown_message(r, show_hidden))
     output = shown_output(report, show_hidden)
     if output:
         lines += _fold("What the submission printed", output)
+    lines += ["", f"Reproduce: `{_cell(command or reproduce_command(report))}`"]
     return "\n".join(lines) + "\n"
 
 
 def write_markdown(report: GradeReport, path: str | os.PathLike[str], *,
-                   show_hidden: bool = False) -> None:
+                   show_hidden: bool = False, command: str = "") -> None:
     """Write the summary atomically (append it to $GITHUB_STEP_SUMMARY yourself if wanted)."""
-    atomic_write(path, render_markdown(report, show_hidden=show_hidden))
+    atomic_write(path, render_markdown(report, show_hidden=show_hidden, command=command))
 
 
 def _fold(summary: str, body: str, open_: bool = False) -> list[str]:

@@ -8,9 +8,13 @@ import textwrap
 from gradcheck.grading.results import GradeReport
 from gradcheck.reports import (
     by_exercise,
+    by_module,
     details_shown,
+    exercise_place,
     failures,
     points,
+    reproduce_command,
+    root_causes,
     shown_message,
     shown_output,
 )
@@ -20,29 +24,57 @@ _COLOURS = {"passed": "32", "partial": "33", "failed": "31"}  # green, yellow, r
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def render_terminal(report: GradeReport, *, colour: bool = False,
-                    show_hidden: bool = False) -> str:
-    """The whole summary; `colour` adds ANSI colours (only for a terminal)."""
+def render_terminal(report: GradeReport, *, colour: bool = False, show_hidden: bool = False,
+                    command: str = "") -> str:
+    """The whole summary; `colour` adds ANSI colours (only for a terminal); `command` is the
+    line that reproduces the run (default: the submission at the report's seed).
+
+    What blocks many checks comes first, once; then the points by module (a module whose
+    exercises all passed, or all failed, is one line); then each other failed check."""
     def paint(text: str, status: str) -> str:
         return f"\033[{_COLOURS[status]}m{text}\033[0m" if colour else text
 
     lines = []
     if report.import_error:
         lines += ["The submission could not be imported:", _indent(report.import_error), ""]
-    exercises = by_exercise(report)
-    rows = [(e.exercise_id, f"{points(e.score)}/{points(e.max_score)}", e.status)
-            for e in exercises]
-    id_width = max([len("exercise")] + [len(row[0]) for row in rows])
+    causes = root_causes(report, show_hidden)
+    if causes:
+        lines.append("What to fix first, by the points each fix would unblock:")
+    for number, cause in enumerate(causes, start=1):
+        lines += [f"{number:>3}. {cause.heading(first=number == 1)}.",
+                  _indent(cause.first_line, "       ")]
+    if causes:
+        lines.append("")
+
+    modules = by_module(report)
+    rows: list[tuple[str, str, str, str]] = []  # name, points, status word, status colour
+    for module in modules:
+        subtotal = f"{points(module.score)}/{points(module.max_score)}"
+        count = len(module.exercises)
+        if module.uniform == "passed":
+            rows.append((module.name, subtotal, f"all {count} passed", "passed"))
+        elif module.uniform == "failed":
+            rows.append((module.name, subtotal, f"{_count(count, 'exercise')}, none passed",
+                         "failed"))
+        else:
+            rows.append((module.name, subtotal, "", "partial"))
+            rows += [(f"  {e.exercise_id}", f"{points(e.score)}/{points(e.max_score)}",
+                      e.status, e.status) for e in module.exercises]
+    name_width = max([len("module / exercise")] + [len(row[0]) for row in rows])
     pts_width = max([len("points")] + [len(row[1]) for row in rows])
-    lines.append(f"{'exercise':<{id_width}}  {'points':>{pts_width}}  status")
-    for exercise_id, pts, status in rows:
-        lines.append(f"{exercise_id:<{id_width}}  {pts:>{pts_width}}  {paint(status, status)}")
+    lines.append(f"{'module / exercise':<{name_width}}  {'points':>{pts_width}}  status")
+    for name, pts, word, status in rows:
+        lines.append(f"{name:<{name_width}}  {pts:>{pts_width}}  {paint(word, status)}".rstrip())
 
     failed = failures(report)
-    if failed:
+    grouped = {id(r) for cause in causes for r in cause.checks}
+    alone = [r for r in failed if details_shown(r, show_hidden) and id(r) not in grouped]
+    if alone:
         lines += ["", "Failed checks:"]
-    for r in failed:
-        lines += [f"{r.name}: {r.title}", _indent(shown_message(r, show_hidden))]
+    for r in alone:
+        place = exercise_place(r)
+        lines += [f"{r.name}: {r.title}" + (f" ({place})" if place else ""),
+                  _indent(shown_message(r, show_hidden))]
         if show_hidden:
             lines += [_indent("author: " + note) for note in r.author_notes]
     output = shown_output(report, show_hidden)
@@ -52,11 +84,14 @@ def render_terminal(report: GradeReport, *, colour: bool = False,
     score, max_score = report.score, report.max_score
     status = "passed" if not failed else "partial" if score > 0 else "failed"
     lines += ["", paint(f"total {points(score)}/{points(max_score)}", status)
-              + f"  ({len(exercises)} exercises, seed {report.seed}, {report.duration:.1f} s)"]
+              + f"  ({_count(len(by_exercise(report)), 'exercise')} in "
+                f"{_count(len(modules), 'module')}, seed {report.seed}, "
+                f"{report.duration:.1f} s)"]
     hidden = sum(not details_shown(r, show_hidden) for r in failed)
     if hidden:
         checks = "check belongs" if hidden == 1 else "checks belong"
         lines.append(f"{hidden} failed {checks} to exercises whose details are not shown.")
+    lines.append(f"Reproduce: {command or reproduce_command(report)}")
     return "\n".join(lines) + "\n"
 
 
@@ -65,7 +100,11 @@ def total_line(report: GradeReport) -> str:
     return f"{points(report.score)}/{points(report.max_score)} (seed {report.seed})\n"
 
 
-def _indent(text: str) -> str:
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' * (number != 1)}"
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
     """A block of text from the grader or the engine, indented, its control characters escaped."""
     shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.rstrip("\n"))
-    return textwrap.indent(shown or "(no message)", "    ")
+    return textwrap.indent(shown or "(no message)", prefix)
