@@ -25,7 +25,7 @@ from gradcheck.bank.bundled import bank_dir
 from gradcheck.bank.models import ORACLES
 from gradcheck.bank import selection
 from gradcheck.bank.problems import ExerciseError
-from gradcheck.course import batch, bundle, mutation, scaffold, validate
+from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, validate
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import (
     DEFAULT_MEMORY_MB,
@@ -172,7 +172,7 @@ def add_validate(subparsers: argparse._SubParsersAction) -> None:
 
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_grade, add_validate, batch.add_parser, answer_key.add_parser, explain.add_parser,
-    scaffold.add_parser, bundle.add_parser, mutation.add_parser)
+    scaffold.add_parser, bundle.add_parser, mutation.add_parser, fuzz.add_parser)
 
 
 def _argument_problem(args: argparse.Namespace) -> str:

@@ -33,8 +33,12 @@ EDGE = "domain edge or pole"
 ILL = "ill-conditioning"
 _REASONS = ("", KINK, CONVENTION, EDGE, ILL)  # indexed by the codes kept in the arrays below
 _AGREED, _KINK, _CONVENTION, _EDGE, _ILL = range(len(_REASONS))
-ORACLE_LABELS = {"fd": "finite differences", "torch": "torch", "jax": "jax"}
-_ORDER = ("torch", "jax", "fd")
+ORACLE_LABELS = {"fd": "finite differences", "torch": "torch", "jax": "jax",
+                 "reference": "the reference engine"}
+#: the oracles that differentiate exactly; the reference engine stands in for torch where torch
+#: cannot be used (random programs graded with an answer key, `gradcheck fuzz` without torch)
+ANALYTIC = ("torch", "jax", "reference")
+_ORDER = (*ANALYTIC, "fd")
 _SHOWN_ELEMENTS = 6  # of a 1-D input, in a point's description
 
 
@@ -162,7 +166,7 @@ def _judge_value(name: str, size: int | None, values: dict[str, np.ndarray],
     finite = np.all([np.isfinite(v) for v in values.values()], axis=0)
     agreed = np.all([tolerance.analytic.agree(first, v) for v in values.values()], axis=0)
     reason = np.where(agreed, _AGREED, np.where(finite, _ILL, _EDGE)).astype(np.int8)
-    source = next(k for k in ("torch", "jax", "numpy") if k in values)
+    source = next(k for k in (*ANALYTIC, "numpy") if k in values)
     return Quantity("value", name, size, True, values, values[source], tolerance.analytic,
                     reason == _AGREED, reason, np.zeros(first.shape, bool))
 
@@ -170,7 +174,7 @@ def _judge_value(name: str, size: int | None, values: dict[str, np.ndarray],
 def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, OracleResult],
                 tolerance: Tolerances, kinks: np.ndarray) -> Quantity:
     estimates = {k: _wide(r.grads[name]) for k, r in ran.items()}
-    analytic = [estimates[k] for k in ("torch", "jax") if k in estimates]
+    analytic = [estimates[k] for k in ANALYTIC if k in estimates]
     fd = ran.get("fd")
     every = list(estimates.values())
     shape = every[0].shape
@@ -180,8 +184,8 @@ def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, Or
     # oracle is among them (finite differences alone cannot tell a pole from noise).
     settled = np.all([same(every[0], v) for v in every], axis=0) & bool(analytic)
     reason[~finite & ~settled] = _EDGE
-    if len(analytic) == 2:
-        reason[finite & ~tolerance.analytic.agree(*analytic)] = _CONVENTION
+    if len(analytic) >= 2:
+        reason[finite & ~tolerance.analytic.agree(*analytic[:2])] = _CONVENTION
     crossing = None
     if fd is not None:
         assert fd.central is not None and fd.crossing is not None
@@ -200,7 +204,7 @@ def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, Or
         reason[suspect & ~crossed & unstable] = _ILL
         # finite differences disagree with the analytic oracles, which agree: a kink or a jump
         reason[suspect & ~crossed & ~unstable] = _KINK
-    source = next(k for k in ("torch", "jax", "fd") if k in estimates)
+    source = next(k for k in _ORDER if k in estimates)
     tol = tolerance.fd if source == "fd" else tolerance.analytic
     out = program.output_name
     label = f"d{out}/d{name}" if program.nodes[program.output].size is None else \

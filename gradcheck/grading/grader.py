@@ -32,7 +32,15 @@ from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Failure, Worker
-from gradcheck.grading import answer_key, compare, helper_process, localise, oracle_threads, score
+from gradcheck.grading import (
+    answer_key,
+    compare,
+    helper_process,
+    localise,
+    oracle_threads,
+    score,
+    verdicts,
+)
 from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
@@ -203,7 +211,7 @@ class Grader:
             points, jax_ahead = self._drawn(exercise, name)
             return self._gradients(exercise, points, self._wanted(exercise, name), budget,
                                    jax_ahead)
-        verdict = _graph_verdict if name == "graph" else _behaviour_verdict
+        verdict = verdicts.graph if name == "graph" else _behaviour_verdict
         return self._against_torch(exercise, torch_request(exercise, name), budget, verdict)
 
     def _wanted(self, exercise: Exercise, name: str) -> list[str]:
@@ -442,71 +450,11 @@ def _with_hint(message: str, exercise: Exercise) -> str:
     return f"{message}\nHint: {exercise.hint}" if exercise.hint else message
 
 
-def _graph_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> str:
-    """The first graph fact where the engine differs from torch, as a sentence, or ''."""
-    if torch.get("error"):
-        return ""  # validation reports a program torch cannot run; never the student's fault
-    if found.get("error"):
-        return _error_sentence("building the graph", found["error"])
-    tolerance = exercise.tolerance.pair().analytic
-    for name, facts in torch["nodes"].items():
-        mine = found["nodes"].get(name, {})
-        for field in ("grad_fn", "is_leaf", "requires_grad"):
-            if mine.get(field) != facts[field]:
-                return (f"{name}.{field} should be {facts[field]!r}, as in torch; your engine "
-                        f"gives {mine.get(field)!r}")
-        if not _close(mine.get("value"), facts["value"], tolerance):
-            return f"the value of {name} should be {facts['value']!r}; found {mine.get('value')!r}"
-    return ""
-
-
 def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> str:
-    """The first step where the engine departs from torch, as a sentence, or ''."""
-    check = exercise.checks.behaviour
-    if found.get("error"):
-        return _error_sentence("running the program before the first step", found["error"])
-    tolerance = exercise.tolerance.pair().analytic
-    for number, (step, want, got) in enumerate(zip(check.steps, torch["steps"], found["steps"]),
-                                               start=1):
-        where = (f"step {number}, `{localise.step_code(step, exercise.program.output_name)}`"
-                 f" ({exercise.where(f'checks.behaviour.steps[{number - 1}]')})")
-        if bool(want["error"]) != bool(got["error"]):
-            if want["error"]:
-                return (f"{where}: torch raises {want['error']['type']} "
-                        f"({_first_line(want['error']['message'])}); your engine raised nothing")
-            return f"{where}: torch raises nothing; " + _error_sentence("", got["error"])
-        if want["error"] and want["error"]["type"] != got["error"]["type"]:
-            return (f"{where}: torch raises {want['error']['type']}, your engine "
-                    f"{got['error']['type']} ({_first_line(got['error']['message'])})")
-        for item in step.expect:
-            expected, seen = want["observed"].get(item), got["observed"].get(item)
-            if not _close(seen, expected, tolerance):
-                return (f"{where}: after it, {localise.observation_name(item)} is {seen!r} in "
-                        f"your engine; torch gives {expected!r}")
-    return ""
-
-
-def _close(found: Any, expected: Any, tolerance: compare.Tolerance) -> bool:
-    """Plain JSON values equal within `tolerance` (numbers), or exactly (anything else)."""
-    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
-        return type(found) is type(expected) and found == expected
-    if isinstance(expected, (int, float)):
-        if isinstance(found, bool) or not isinstance(found, (int, float)):
-            return False
-        return bool(tolerance.close([float(found)], [float(expected)])[0])
-    if isinstance(expected, list):
-        return (isinstance(found, list) and len(found) == len(expected)
-                and all(_close(f, e, tolerance) for f, e in zip(found, expected)))
-    return False
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
-def _error_sentence(during: str, error: Mapping[str, Any]) -> str:
-    where = f" while {during}" if during else ""
-    return f"your engine raised {error['type']}{where}: {_first_line(error['message'])}"
+    """The first step of the exercise's behaviour check where the engine departs from torch."""
+    return verdicts.behaviour(torch, found, exercise.checks.behaviour.steps,
+                              exercise.program.output_name, exercise.tolerance.pair().analytic,
+                              lambda number: exercise.where(f"checks.behaviour.steps[{number}]"))
 
 
 def _load_key(path: str | Path) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.oracles import Batch, OracleResult, batch_size, element_first
-from gradcheck.program.language import Node, Program, array_apply, evaluate
+from gradcheck.program.language import Node, Program, array_apply, critical_argument, evaluate
 from gradcheck.program.ops import Op
 
 EPS = float(np.finfo(np.float64).eps)
@@ -30,9 +30,6 @@ FIVE_POINT_STEP = EPS ** (1 / 5)
 ROWS = 6
 #: array elements kept per evaluation (all nodes together), about 80 MB of float64
 BUDGET = 10_000_000
-
-#: operation -> the argument whose crossing of 0 is a pole or a domain edge
-EDGES = {"log": 0, "sqrt": 0, "div": 1, "pow": 0}
 
 
 def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> OracleResult:
@@ -129,7 +126,7 @@ def _evaluate(program: Program, leaves: dict[str, np.ndarray]
     critical: list[tuple[int, np.ndarray]] = []
 
     def apply(op: Op, args: list[Any], node: Node) -> Any:
-        crit = _critical_argument(program, op, args, node)
+        crit = critical_argument(program, op, args, node)
         if crit is not None and np.ndim(crit) >= 2:
             critical.append((ids[id(node)], np.asarray(crit)))
         return arrays(op, args, node)
@@ -138,19 +135,6 @@ def _evaluate(program: Program, leaves: dict[str, np.ndarray]
     rows = next(iter(leaves.values())).shape[-2:]
     size = program.nodes[program.output].size
     return np.broadcast_to(out, rows if size is None else (size, *rows)), critical
-
-
-def _critical_argument(program: Program, op: Op, args: list[Any], node: Node) -> Any:
-    """The quantity whose sign change marks a kink, pole or edge of this node, if it has one."""
-    if op.kinks:  # the table's kinked operations (relu, abs) have one kink each
-        return args[0] - op.kinks[0]
-    if op.name not in EDGES:
-        return None
-    if op.name == "pow":
-        exponent = program.nodes[node.args[1]]
-        if exponent.op == "const" and exponent.value >= 0 and exponent.value.is_integer():
-            return None  # a polynomial: smooth through 0
-    return args[EDGES[op.name]]
 
 
 def _per_input(program: Program, requires_grad: tuple[str, ...], rows: np.ndarray,

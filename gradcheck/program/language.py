@@ -361,6 +361,24 @@ def evaluate(program: Program, leaves: Mapping[str, Any], apply: Apply,
     return values
 
 
+#: operation -> the argument whose crossing of 0 is a pole or a domain edge
+EDGES = {"log": 0, "sqrt": 0, "div": 1, "pow": 0}
+
+
+def critical_argument(program: Program, op: Op, args: list[Any], node: Node) -> Any:
+    """The quantity whose sign change marks a kink, pole or edge of this node, if it has one
+    (finite differences read where a stencil crosses one; random programs keep clear of it)."""
+    if op.kinks:  # the table's kinked operations (relu, abs) have one kink each
+        return args[0] - op.kinks[0]
+    if op.name not in EDGES:
+        return None
+    if op.name == "pow":
+        exponent = program.nodes[node.args[1]]
+        if exponent.op == "const" and exponent.value >= 0 and exponent.value.is_integer():
+            return None  # a polynomial: smooth through 0
+    return args[EDGES[op.name]]
+
+
 def engine_apply(op: Op, args: list[Any], node: Node) -> Any:
     """Apply an operation through the engine protocol (reference, a submission, torch)."""
     if op.name == "select":

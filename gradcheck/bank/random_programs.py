@@ -1,0 +1,387 @@
+"""hypothesis strategies for whole programs: random graphs drawn from the table of operations,
+each with a point where every operation is clear of its kinks, poles and domain edges.
+
+A drawn program is written in the program language (`a = x * y`, `b = a.exp() + 2`, one
+operation per line), so whatever finds a difference with it can show it as it would show an
+exercise's program. It may use every operation of :data:`gradcheck.program.ops.OPS`, a number
+on either side of a binary operation, a value used by several later operations (fan-out, a leaf
+on several paths, diamonds), chains, and a 1-D input reduced by `sum` and `mean` or indexed.
+
+The draw is laid out for hypothesis's shrinker, which makes each choice smaller and drops
+choices it can: the number of operations is drawn first, so a failure shrinks to fewer
+operations before anything else; each operand is counted back from the newest value (0 is the
+value made just before), so a shrunk program is a chain; numbers come from a short list of small
+ones before any other; a point's values are whole numbers before other floats. What shrinking
+prefers is therefore: fewer operations, then simpler numbers, then points nearer small integers.
+
+A point is accepted only when, evaluated in float64, every value is finite and at most
+:data:`LARGEST` in size, and every kink, pole and domain edge (the quantity
+:func:`gradcheck.program.language.critical_argument` names, the one finite differences watch)
+is more than `margin` away: there, the oracles agree and finite differences are reliable.
+
+:func:`sessions` adds a behaviour session to a program: steps of the kinds a behaviour check has
+(backward twice with and without `retain_graph`, `.grad = None`, a forward under `no_grad`,
+`detach`, `retain_grad`, backward of a 1-D value), each followed by what torch would be asked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from gradcheck.program.language import (
+    Program,
+    array_apply,
+    critical_argument,
+    evaluate,
+    parse,
+)
+from gradcheck.program.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Op
+
+#: Numbers a program may use, simplest first (the shrinker moves towards the front).
+NUMBERS = (2, 3, -1, 0.5, -2, 1.5, 4, -0.5)
+#: Exponents of `a ** c`, simplest first; 0 and 1 are left out (x ** 0 is a kink of its own).
+EXPONENTS = (2, 3, -1, 0.5, -2, 1.5)
+#: Bases of `c ** a`: positive, so that the power is real everywhere.
+BASES = (2, 3, 0.5, 1.5)
+#: Scalar inputs, in the order they are added, and the 1-D input.
+SCALARS = ("x", "y", "z")
+VECTOR = "v"
+#: Where a point's values come from: whole numbers in this range first, then any float in it.
+RANGE = 2.5
+#: Values larger than this are refused: such programs say more about float64 than about an engine.
+LARGEST = 1e4
+MARGIN = 0.1
+_NAMES = tuple(c for c in "abcdefghijklmnopqrstuw")
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A drawn program, its inputs (name -> None or a length), and a point to run it at."""
+
+    source: str
+    inputs: dict[str, int | None]
+    point: dict[str, Any]
+    program: Program = field(repr=False, compare=False)
+
+    @property
+    def operations(self) -> int:
+        """How many operations the program has (constants and inputs are not operations)."""
+        return sum(node.op in OPS for node in self.program.nodes)
+
+    @property
+    def output(self) -> str:
+        return self.program.output_name
+
+
+@dataclass(frozen=True)
+class Session:
+    """A drawn program and the behaviour steps run after its first forward pass."""
+
+    drawn: Drawn
+    steps: tuple[dict[str, Any], ...]
+    #: the inputs made with requires_grad=True in the session (the gradients: every input)
+    requires_grad: tuple[str, ...] = ()
+
+
+def operation_names(ops: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The operations to draw from, in the table's order; every one when `ops` is None."""
+    if ops is None:
+        return tuple(OPS)
+    unknown = [name for name in ops if name not in OPS]
+    if unknown or not ops:
+        raise ValueError(f"unknown operation{'s' * (len(unknown) > 1)} "
+                         f"{', '.join(unknown) or '(none given)'}; choose among "
+                         f"{', '.join(OPS)}")
+    return tuple(name for name in OPS if name in ops)
+
+
+@st.composite
+def programs(draw: st.DrawFn, ops: Sequence[str] | None = None, max_operations: int = 6,
+             margin: float = MARGIN) -> Drawn:
+    """A program of 1 to `max_operations` operations from `ops` (all of the table by default),
+    and a point where it is safe (see the module's docstring)."""
+    names = operation_names(ops)
+    if max_operations < 1:
+        raise ValueError(f"max_operations must be at least 1, not {max_operations}")
+    count = draw(st.integers(1, max_operations))
+    needs_vector = any(OPS[n].kind in (REDUCTION, SELECT) for n in names)
+    scalars = SCALARS[:draw(st.integers(1, len(SCALARS)))]
+    length = draw(st.integers(2, 3)) if needs_vector and draw(st.booleans()) else None
+    inputs: dict[str, int | None] = {name: None for name in scalars}
+    if length is not None:
+        inputs[VECTOR] = length
+    pool: list[tuple[str, int | None]] = list(inputs.items())  # (variable, size)
+    lines: list[Line] = []
+    for number in range(count):
+        usable = [n for n in names if OPS[n].kind != SELECT or any(s for _, s in pool)]
+        assume(usable)  # not when only select was asked for and there is no 1-D value
+        op = OPS[draw(st.sampled_from(usable))]
+        expression, size, operands = _expression(draw, op, pool)
+        target = f"t{number}"
+        lines.append((target, expression, operands))
+        pool.append((target, size))
+    if pool[-1][1] is not None:  # the output is a scalar: a 1-D result is summed
+        lines.append((f"t{count}", f"{pool[-1][0]}.sum()", {pool[-1][0]}))
+    source, inputs, _ = _assemble(lines, inputs)
+    program = parse(source, inputs)
+    point = {name: draw(_values(size)) for name, size in inputs.items()}
+    assume(safe(program, point, margin))
+    return Drawn(source, inputs, point, program)
+
+
+Line = tuple[str, str, set[str]]  # (variable, expression, the names it uses)
+
+
+def _assemble(lines: list[Line], inputs: dict[str, int | None]
+              ) -> tuple[str, dict[str, int | None], dict[str, str]]:
+    """The source of the lines the last one depends on, the inputs they use, and each kept
+    input's new name: variables renamed a, b, c, ... in order, scalar inputs x, y, z, the 1-D
+    input v."""
+    live = _live(lines)
+    used = set().union(*(operands for _, _, operands in live))
+    kept = [name for name, size in inputs.items() if size is None and name in used]
+    renamed: dict[str, int | None] = {new: None for new in SCALARS[:len(kept)]}
+    vectors = [name for name, size in inputs.items() if size is not None and name in used]
+    if vectors:
+        renamed[VECTOR] = inputs[vectors[0]]
+    names_of = {old: new for old, new in zip(kept, SCALARS)}
+    names_of.update({old: VECTOR for old in vectors})
+    names_of.update({target: _name(number) for number, (target, _, _) in enumerate(live)})
+    source = "".join(f"{names_of.get(target, target)} = "
+                     f"{re.sub(_IDENTIFIER, lambda m: names_of.get(m[0], m[0]), e)}\n"
+                     for target, e, _ in live)
+    return source, renamed, {old: names_of[old] for old in kept + vectors}
+
+
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def _name(number: int) -> str:
+    return _NAMES[number] if number < len(_NAMES) else f"t{number}"
+
+
+def _live(lines: list[Line]) -> list[Line]:
+    """The lines the last one depends on: an operation the output ignores is left out, so that
+    every operation of a drawn program counts."""
+    needed = {lines[-1][0]}
+    kept = []
+    for line in reversed(lines):
+        if line[0] in needed:
+            kept.append(line)
+            needed |= line[2]
+    return kept[::-1]
+
+
+def _expression(draw: st.DrawFn, op: Op, pool: list[tuple[str, int | None]]
+                ) -> tuple[str, int | None, set[str]]:
+    """One operation's expression over earlier values, the size of its result, and the values
+    it uses."""
+    if op.kind == BINARY:
+        constant = draw(st.sampled_from(("neither", "right", "left")))
+        if op.name == "pow":
+            left = (_number(draw(st.sampled_from(BASES))) if constant == "left"
+                    else _operand(draw, pool))
+            right = (_number(draw(st.sampled_from(EXPONENTS))) if constant == "right"
+                     else _operand(draw, pool))
+        else:
+            left = (_number(draw(st.sampled_from(NUMBERS))) if constant == "left"
+                    else _operand(draw, pool))
+            right = (_number(draw(st.sampled_from(NUMBERS))) if constant == "right"
+                     else _operand(draw, pool))
+        sizes = [s for text, s in pool if text in (left[0], right[0]) and s is not None]
+        return (f"{left[0]} {op.symbol} {right[0]}", sizes[0] if sizes else None,
+                {left[0], right[0]})
+    if op.kind == REDUCTION:
+        vectors = [(text, size) for text, size in pool if size is not None]
+        text, _ = _operand(draw, vectors or pool)
+        return f"{text}.{op.name}()", None, {text}
+    if op.kind == SELECT:
+        text, size = _operand(draw, [(t, s) for t, s in pool if s is not None])
+        return f"{text}[{draw(st.integers(0, size - 1))}]", None, {text}
+    text, size = _operand(draw, pool)
+    if op.kind == UNARY:
+        return f"-{text}", size, {text}
+    assert op.kind == FUNCTION
+    return f"{text}.{op.name}()", size, {text}
+
+
+def _operand(draw: st.DrawFn, pool: list[tuple[str, int | None]]) -> tuple[str, int | None]:
+    """A value made earlier: the newest one (which the shrinker prefers, so that a program
+    is a chain), or one counted back from it."""
+    if len(pool) == 1 or not draw(st.booleans()):
+        return pool[-1]
+    return pool[-2 - draw(st.integers(0, len(pool) - 2))]
+
+
+def _number(value: float) -> tuple[str, None]:
+    text = repr(int(value)) if float(value).is_integer() else repr(float(value))
+    return (text if value >= 0 else f"({text})"), None
+
+
+def smaller(drawn: Drawn) -> list[Drawn]:
+    """Programs simpler than `drawn` that may show the same difference, for a search to try
+    after hypothesis's shrinker: each earlier value as the output, at the same point; each
+    operation alone on fresh inputs, at the values its operands had (and at those rounded to
+    whole numbers). hypothesis cannot reach these when it would have to change several choices
+    at once (drop the operations before a faulty one, and rewire it to an input)."""
+    program = drawn.program
+    values = _node_values(program, drawn.point)
+    lines = [(target, expression, set(re.findall(_IDENTIFIER, expression)))
+             for target, expression in (line.split(" = ", 1)
+                                        for line in drawn.source.splitlines())]
+    found: list[Drawn] = []
+    for number in range(len(lines) - 1):
+        prefix = lines[:number + 1]
+        if program.nodes[program.names[prefix[-1][0]]].size is not None:
+            prefix.append(("t_sum", f"{prefix[-1][0]}.sum()", {prefix[-1][0]}))
+        source, inputs, renamed = _assemble(prefix, dict(drawn.inputs))
+        found += _drawn(source, inputs, {new: drawn.point[old] for old, new in renamed.items()})
+    for node_id, node in enumerate(program.nodes):
+        if node.op in OPS and len(drawn.source.splitlines()) > 1:
+            found += _alone(program, node_id, values)
+    return found
+
+
+def _alone(program: Program, node_id: int, values: list[Any]) -> list[Drawn]:
+    """Operation `node_id` on inputs of its own, at its operands' values and rounded ones."""
+    node = program.nodes[node_id]
+    op = OPS[node.op]
+    inputs: dict[str, int | None] = {}
+    point: dict[str, Any] = {}
+    names_of: dict[int, str] = {}
+    texts = []
+    for arg in node.args:
+        argument = program.nodes[arg]
+        if argument.op == "const":
+            texts.append(_number(argument.value)[0])
+            continue
+        if arg not in names_of:
+            scalars = [n for n, size in inputs.items() if size is None]
+            if argument.size is not None and VECTOR in inputs:
+                return []  # two different 1-D operands: one 1-D input is all a program has
+            names_of[arg] = VECTOR if argument.size is not None else SCALARS[len(scalars)]
+            inputs[names_of[arg]] = argument.size
+            point[names_of[arg]] = np.asarray(values[arg]).tolist()
+        texts.append(names_of[arg])
+    if op.kind == BINARY:
+        expression = f"{texts[0]} {op.symbol} {texts[1]}"
+    elif op.kind == UNARY:
+        expression = f"-{texts[0]}"
+    elif op.kind == SELECT:
+        expression = f"{texts[0]}[{node.index}]"
+    else:
+        expression = f"{texts[0]}.{op.name}()"
+    lines: list[Line] = [("t0", expression, set(texts))]
+    if node.size is not None:
+        lines.append(("t1", "t0.sum()", {"t0"}))
+    source, used, renamed = _assemble(lines, inputs)
+    at = {new: point[old] for old, new in renamed.items()}
+    rounded = {name: (np.round(value) + 0.0).tolist() for name, value in at.items()}
+    return _drawn(source, used, rounded) + _drawn(source, used, at)
+
+
+def _drawn(source: str, inputs: dict[str, int | None], point: dict[str, Any]) -> list[Drawn]:
+    """The program at `point`, if it is safe there."""
+    program = parse(source, inputs)
+    return [Drawn(source, inputs, point, program)] if safe(program, point) else []
+
+
+def _node_values(program: Program, point: dict[str, Any]) -> list[Any]:
+    leaves = {name: np.asarray(value, np.float64) for name, value in point.items()}
+    with np.errstate(all="ignore"):
+        return evaluate(program, leaves, array_apply(np))
+
+
+def _values(size: int | None) -> st.SearchStrategy[Any]:
+    """A scalar or a list of `size` values: whole numbers first, then any float in range."""
+    scalar = st.one_of(st.integers(-2, 2).map(float),
+                       st.floats(-RANGE, RANGE, allow_nan=False, allow_infinity=False))
+    return scalar if size is None else st.lists(scalar, min_size=size, max_size=size)
+
+
+def safe(program: Program, point: dict[str, Any], margin: float = MARGIN) -> bool:
+    """Whether every value of `program` at `point` is finite and at most LARGEST, and every
+    kink, pole and domain edge is more than `margin` away."""
+    arrays = array_apply(np)
+    clear = [True]
+
+    def apply(op: Op, args: list[Any], node: Any) -> Any:
+        critical = critical_argument(program, op, args, node)
+        if critical is not None and np.any(np.abs(critical) <= margin):
+            clear[0] = False
+        if op.name == "pow" and program.nodes[node.args[1]].op != "const" \
+                and np.any(np.asarray(args[0]) <= margin):
+            clear[0] = False  # a tensor exponent: the base's log is in the gradient
+        return arrays(op, args, node)
+
+    leaves = {name: np.asarray(value, np.float64) for name, value in point.items()}
+    with np.errstate(all="ignore"):
+        values = evaluate(program, leaves, apply)
+    return clear[0] and all(bool(np.all(np.isfinite(v))) and bool(np.all(np.abs(v) <= LARGEST))
+                            for v in values)
+
+
+#: The kinds of behaviour step a session draws from, simplest first.
+STEP_KINDS = ("backward", "backward_retain", "zero_grad", "forward", "forward_no_grad",
+              "retain_grad", "detach", "requires_grad_off", "backward_vector")
+
+
+# --- behaviour sessions -------------------------------------------------------------------------
+
+
+@st.composite
+def sessions(draw: st.DrawFn, ops: Sequence[str] | None = None, max_operations: int = 4,
+             max_steps: int = 4) -> Session:
+    """A program, then up to `max_steps` behaviour steps on it (none at all is what shrinking
+    prefers), each expecting what it changes."""
+    drawn = draw(programs(ops, max_operations))
+    inputs = list(drawn.inputs)
+    made = [name for name in drawn.program.names if name not in drawn.inputs]
+    vectors = [name for name in made if drawn.program.nodes[drawn.program.names[name]].size]
+    out = drawn.output
+    watch = [f"grad.{name}" for name in inputs]
+    steps: list[dict[str, Any]] = []
+    count = draw(st.integers(0, max_steps)) if max_steps else 0
+    # some inputs may be made without requires_grad (what shrinking drops first)
+    frozen = {name for name in inputs if count and draw(st.booleans())}
+    for number in range(count):
+        kind = draw(st.sampled_from(STEP_KINDS))
+        if kind == "backward":
+            steps.append({"backward": {}, "expect": watch})
+        elif kind == "backward_retain":
+            steps.append({"backward": {"retain_graph": True}, "expect": watch})
+        elif kind == "zero_grad":
+            steps.append({"zero_grad": [draw(st.sampled_from(inputs))], "expect": watch})
+        elif kind in ("forward", "forward_no_grad"):
+            steps.append({"forward": {"no_grad": kind == "forward_no_grad"},
+                          "expect": [f"requires_grad.{out}", f"grad_fn.{out}"]})
+        elif kind == "retain_grad":
+            name = draw(st.sampled_from(made))
+            steps.append({"retain_grad": [name]})
+            steps.append({"backward": {"retain_graph": True}, "expect": [f"grad.{name}", *watch]})
+        elif kind == "detach":
+            name = f"d{number}"
+            steps.append({"detach": {"name": name, "of": draw(st.sampled_from(made))},
+                          "expect": [f"requires_grad.{name}", f"grad_fn.{name}",
+                                     f"is_leaf.{name}", f"value.{name}"]})
+        elif kind == "requires_grad_off":  # torch refuses it on a value that is not a leaf
+            name = draw(st.sampled_from(inputs + made))
+            steps.append({"requires_grad": {name: False}, "expect": [f"requires_grad.{name}"]})
+        elif vectors:  # backward of a 1-D value: without `gradient`, torch's scalar-only rule
+            name = draw(st.sampled_from(vectors))
+            backward: dict[str, Any] = {"of": name}
+            if draw(st.booleans()):
+                size = drawn.program.nodes[drawn.program.names[name]].size
+                backward["gradient"] = [float(draw(st.sampled_from(NUMBERS)))
+                                        for _ in range(size or 1)]
+            steps.append({"backward": backward, "expect": watch})
+        else:
+            steps.append({"backward": {}, "expect": watch})
+    return Session(drawn, tuple(steps), tuple(n for n in inputs if n not in frozen))
+

@@ -1,0 +1,335 @@
+"""A search for the smallest random program where an engine differs from the oracles.
+
+hypothesis draws whole programs, each with a point and sometimes a behaviour session
+(:mod:`gradcheck.bank.random_programs`). Each one is asked of the engine through `ask`, the same
+requests the grader sends its sandboxed worker, and judged as the grader judges a gradients check
+(:func:`gradcheck.grading.compare.grade`: the oracles must agree first, and a value they disagree
+on is never held against the engine) and a behaviour check (:func:`verdicts.behaviour`, against
+torch run here). The first difference found is shrunk by hypothesis, towards fewer operations,
+then simpler numbers, then points nearer small integers; every difference met while shrinking is
+kept, and the smallest is the finding.
+
+Oracles: finite differences, torch and jax, those that are installed. Where torch cannot be used
+(grading with an answer key, which holds no answers for programs drawn later; or torch not
+installed) the reference engine takes its place, here in this process: the test suite proves it
+agrees with torch on every operation and behaviour rule, and finite differences check it again.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+
+from gradcheck import oracles as oracle_modules
+from gradcheck.bank import bundled
+from gradcheck.bank.models import Step
+from gradcheck.bank.random_programs import Drawn, Session, sessions, smaller
+from gradcheck.bank.tolerances import Tolerances
+from gradcheck.engine import handler
+from gradcheck.engine.sandbox import Failure
+from gradcheck.grading import compare, localise, verdicts
+from gradcheck.grading.compare import ORACLE_LABELS, Grading
+
+#: The oracles of a live search, when installed.
+LIVE = ("fd", "torch", "jax")
+#: The oracles when torch cannot be used: finite differences and the reference engine.
+KEYED = ("fd", "reference")
+Ask = Callable[[dict[str, Any]], "dict[str, Any] | Failure"]
+
+
+@dataclass
+class Finding:
+    """A difference between the engine and the oracles, on a drawn program."""
+
+    kind: str  # value, gradient or behaviour
+    message: str
+    session: Session
+    grading: Grading | None = field(default=None, repr=False)
+    against: str = "the oracles"  # what the engine was compared with
+
+    @property
+    def drawn(self) -> Drawn:
+        return self.session.drawn
+
+    @property
+    def operations(self) -> int:
+        return self.drawn.operations
+
+    def program_text(self) -> str:
+        """The program, one line per operation, indented for a message."""
+        return "".join(f"    {line}\n" for line in self.drawn.source.splitlines())
+
+    def describe(self) -> str:
+        """The finding as feedback: the program, the point, the steps, and what differs."""
+        point = ", ".join(f"{name} = {value!r}" for name, value in self.drawn.point.items())
+        text = (f"The smallest program found where your engine differs from {self.against} "
+                f"({self.operations} operation{'s' * (self.operations != 1)}):\n\n"
+                f"{self.program_text()}\nat {point}")
+        if self.kind == "behaviour":
+            output = self.drawn.output
+            frozen = [name for name in self.drawn.inputs if name not in self.session.requires_grad]
+            if frozen:
+                text += (f" ({', '.join(frozen)} made without requires_grad, "
+                         f"{', '.join(self.session.requires_grad) or 'no input'} with it)")
+            codes = [localise.step_code(Step.model_validate(step), output)
+                     for step in self.session.steps]
+            text += ", after one forward pass, then:\n" + "".join(
+                f"    {number}. {code}\n" for number, code in enumerate(codes, start=1))
+        else:
+            text += ":\n"
+        return text + self.message
+
+
+@dataclass
+class Search:
+    """What a search tried and found."""
+
+    found: Finding | None
+    examples: int  # programs tried until the first difference (or all of them)
+    seconds: float
+    oracles: tuple[str, ...]  # those the gradients were compared with
+    behaviour_oracle: str  # torch, or the reference engine, for behaviour sessions
+    #: why the search stopped before its examples were done ("" when it did not)
+    stopped: str = ""
+
+    @property
+    def oracle_text(self) -> str:
+        return ", ".join(ORACLE_LABELS[name] for name in self.oracles)
+
+
+def available(wanted: Sequence[str] = LIVE) -> tuple[str, ...]:
+    """The oracles of `wanted` that can run here; the reference engine stands in for torch when
+    torch is wanted but not installed."""
+    ready = [name for name in wanted if name == "reference"
+             or not isinstance(oracle_modules.backend(name), oracle_modules.Skipped)]
+    if "torch" in wanted and "torch" not in ready and "reference" not in ready:
+        ready.append("reference")
+    return tuple(ready)
+
+
+def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | None = None,
+           max_operations: int = 6, max_steps: int = 4, oracles: Sequence[str] = LIVE,
+           tolerance: Tolerances = Tolerances(), seconds: float | None = None,
+           localise_finding: bool = True) -> Search:
+    """Try up to `examples` drawn programs (with behaviour sessions of up to `max_steps` steps)
+    on the engine `ask` reaches, reproducibly from `at_seed`; shrink the first difference.
+    `seconds` bounds the whole search; a search stopped early keeps what it found."""
+    started = time.monotonic()
+    judge = _Judge(ask, tuple(oracles), tolerance)
+    strategy = sessions(ops, max_operations, max_steps)
+    found: list[Finding] = []
+    state = {"tried": 0, "stopped": ""}
+
+    @seed(at_seed)
+    @settings(max_examples=examples, database=None, derandomize=False, deadline=None,
+              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck),
+              report_multiple_bugs=False, verbosity=Verbosity.quiet, print_blob=False)
+    @given(strategy)
+    def attempt(case: Session) -> None:
+        if state["stopped"]:
+            return
+        if seconds is not None and time.monotonic() - started > seconds:
+            state["stopped"] = f"the search's {seconds:g} s ran out"
+            return
+        if not found:
+            state["tried"] += 1
+        try:
+            finding = judge(case)
+        except _OutOfTime as stop:
+            state["stopped"] = str(stop)
+            return
+        if finding is not None:
+            found.append(finding)
+            raise _Differs
+
+    try:
+        attempt()
+    except _Differs:
+        pass
+    except Exception:  # hypothesis's own complaint (a flaky engine): the findings stand
+        if not found:
+            raise
+    best = min(found, key=lambda finding: _size(finding.session)) if found else None
+    if best is not None:
+        best = _reduce(best, judge)
+    if best is not None and localise_finding and best.grading is not None \
+            and "torch" in judge.oracles:
+        best = judge.localised(best)
+    return Search(best, state["tried"], time.monotonic() - started, judge.oracles,
+                  judge.behaviour_oracle, state["stopped"])
+
+
+def _reduce(best: Finding, judge: _Judge) -> Finding:
+    """Try the programs `smaller` than the finding, keeping each simpler one that still differs,
+    until none does (each step is simpler, so this ends)."""
+    improved = True
+    while improved:
+        improved = False
+        for session in _simpler(best.session):
+            if _size(session) >= _size(best.session):
+                continue
+            try:
+                finding = judge(session)
+            except _OutOfTime:
+                return best
+            if finding is not None:
+                best, improved = finding, True
+                break
+    return best
+
+
+def _simpler(case: Session) -> list[Session]:
+    """Cases simpler than `case`: a session with one step (or one frozen input) fewer; a plain
+    program `smaller` than it."""
+    if not case.steps:
+        return [Session(drawn, (), tuple(drawn.inputs)) for drawn in smaller(case.drawn)]
+    fewer = [Session(case.drawn, case.steps[:i] + case.steps[i + 1:], case.requires_grad)
+             for i in range(len(case.steps))]
+    return fewer + [Session(case.drawn, case.steps, (*case.requires_grad, name))
+                    for name in case.drawn.inputs if name not in case.requires_grad]
+
+
+class _Differs(Exception):
+    """Raised inside the hypothesis test when the engine differs: hypothesis then shrinks."""
+
+
+class _OutOfTime(Exception):
+    """The engine's time ran out; nothing after this is a finding of the engine's."""
+
+
+class _Judge:
+    """One drawn case run on the engine and on the oracles, compared."""
+
+    def __init__(self, ask: Ask, oracles: tuple[str, ...], tolerance: Tolerances) -> None:
+        self.ask = ask
+        self.oracles = oracles
+        self.tolerance = tolerance
+        self.behaviour_oracle = "torch" if "torch" in oracles else "reference"
+        self.behaviour_label = ORACLE_LABELS[self.behaviour_oracle]
+
+    def __call__(self, case: Session) -> Finding | None:
+        drawn = case.drawn
+        program, names = drawn.program, list(drawn.inputs)
+        expected = self._oracle_results(drawn)
+        reply = self._ask({"kind": "gradients", "program": program.spec(),
+                           "points": [drawn.point], "requires_grad": names})
+        if isinstance(reply, Failure):
+            return Finding("value" if reply.phase == "forward" else "gradient", reply.message,
+                           case)
+        grading = compare.grade(program, [drawn.point], names, expected, reply["results"],
+                                self.tolerance)
+        if not grading.passed:
+            return Finding(_kind(grading, reply["results"][0], program.output_name),
+                           grading.message, case, grading)
+        if not case.steps:
+            return None
+        request = {"kind": "behaviour", "program": program.spec(), "point": drawn.point,
+                   "requires_grad": list(case.requires_grad),
+                   "steps": [dict(step) for step in case.steps]}
+        want = handler.handle(_engine(self.behaviour_oracle), request)
+        if want.get("error"):
+            return None  # not a program torch runs: nothing to compare with
+        got = self._ask(request)
+        if isinstance(got, Failure):
+            return Finding("behaviour", got.message, case, against=self.behaviour_label)
+        text = verdicts.behaviour(want, got, [Step.model_validate(s) for s in case.steps],
+                                  program.output_name, self.tolerance.analytic)
+        return Finding("behaviour", text, case, against=self.behaviour_label) if text else None
+
+    def localised(self, finding: Finding) -> Finding:
+        """The finding with the grader's feedback: the first operation that goes wrong."""
+        drawn = finding.drawn
+        assert finding.grading is not None
+        try:
+            message = localise.feedback(finding.grading, drawn.program, [drawn.point],
+                                        list(drawn.inputs), self._ask, self.tolerance.analytic)
+        except _OutOfTime:
+            return finding
+        return Finding(finding.kind, message, finding.session, finding.grading)
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any] | Failure:
+        reply = self.ask(request)
+        if isinstance(reply, Failure) and reply.kind == "timeout" \
+                and reply.message.startswith("not run"):
+            raise _OutOfTime(reply.message)
+        return reply
+
+    def _oracle_results(self, drawn: Drawn) -> dict[str, Any]:
+        program, names, points = drawn.program, list(drawn.inputs), [drawn.point]
+        results: dict[str, Any] = oracle_modules.compute(
+            program, points, names, [o for o in self.oracles if o in ("fd", "torch")])
+        if "jax" in self.oracles:  # the compiled interpreter: one compilation for every program
+            jax_grad = oracle_modules.backend("jax")
+            results["jax"] = (jax_grad if isinstance(jax_grad, oracle_modules.Skipped) else
+                              jax_grad.run_many([oracle_modules.job(program, points, names)])[0])
+        if "reference" in self.oracles:
+            results["reference"] = reference_result(drawn)
+        return results
+
+
+def reference_result(drawn: Drawn) -> oracle_modules.OracleResult:
+    """The reference engine's value and gradients at the drawn point, as an oracle's result."""
+    import numpy as np
+
+    names = list(drawn.inputs)
+    reply = handler.handle(_engine("reference"), {
+        "kind": "gradients", "program": drawn.program.spec(), "points": [drawn.point],
+        "requires_grad": names})["results"][0]
+    if reply["error"]:
+        nan = float("nan")
+        value: Any = nan
+        grads = {name: [nan] * (size or 1) for name, size in drawn.inputs.items()}
+    else:
+        value = reply["value"]
+        grads = {name: reply["grads"].get(name) for name in names}
+        # as the other oracles: zeros where the output ignores an input (torch's None)
+        grads = {name: g if g is not None else [0.0] * (drawn.inputs[name] or 1)
+                 for name, g in grads.items()}
+    return oracle_modules.OracleResult(
+        "reference", np.array([value], np.float64),
+        {name: np.array([g], np.float64).reshape((1,) if drawn.inputs[name] is None
+                                                 else (1, drawn.inputs[name]))
+         for name, g in grads.items()})
+
+
+@functools.cache
+def _engine(name: str) -> Any:
+    """torch behind the protocol, or the bundled reference engine, imported here (both are
+    gradcheck's own, trusted code)."""
+    if name == "torch":
+        from gradcheck.engine import torch_engine
+
+        return torch_engine
+    spec = importlib.util.spec_from_file_location("gradcheck_reference_oracle",
+                                                  bundled.reference_path() / "__init__.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _kind(grading: Grading, reply: Mapping[str, Any], output: str) -> str:
+    """value when the engine's value is wrong or it failed computing it, else gradient."""
+    error = reply.get("error") if isinstance(reply, dict) else None
+    if error:
+        return "value" if error.get("phase") == "forward" else "gradient"
+    return "value" if grading.mismatches and grading.mismatches[0].label == output \
+        else "gradient"
+
+
+def _size(case: Session) -> tuple[float, ...]:
+    """How simple a case is: operations, steps, then its numbers, then its point."""
+    nodes = case.drawn.program.nodes
+    constants = [abs(n.value) + (not float(n.value).is_integer()) for n in nodes
+                 if n.op == "const"]
+    values = [float(v) for value in case.drawn.point.values()
+              for v in (value if isinstance(value, list) else [value])]
+    return (case.drawn.operations, len(case.steps),
+            len(case.drawn.inputs) - len(case.requires_grad) if case.steps else 0,
+            len(constants), sum(constants),
+            sum(abs(v - round(v)) for v in values), sum(abs(v) for v in values))

@@ -1,0 +1,200 @@
+"""Random programs: what hypothesis draws (gradcheck/bank/random_programs.py), the search that
+shrinks a difference to the smallest program (gradcheck/grading/fuzzing.py), and the command
+`gradcheck fuzz` (gradcheck/course/fuzz.py)."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from gradcheck import oracles
+from gradcheck.bank import domains
+from gradcheck.bank.bundled import reference_path
+from gradcheck.bank.random_programs import Drawn, programs, sessions, smaller
+from gradcheck.course.mutants import CATALOGUE
+from gradcheck.course.mutation import mutate
+from gradcheck.engine import handler
+from gradcheck.grading import compare, fuzzing
+from gradcheck.program.language import parse
+from gradcheck.program.ops import BINARY, OPS
+
+SOURCE = (reference_path() / "__init__.py").read_text()
+MUTANTS = {m.name: m for m in CATALOGUE}
+
+
+def engine(tmp_path: Path, name: str):
+    """The reference engine with mutant `name`'s bug (or none: "reference"), imported here."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(SOURCE if name == "reference" else mutate(SOURCE, MUTANTS[name]))
+    spec = importlib.util.spec_from_file_location(f"engine_{name.replace('-', '_')}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fuzz_in_process(module, **options):
+    options = {"at_seed": 1, "examples": 300, "oracles": ("fd", "torch"), **options}
+    return fuzzing.search(lambda request: handler.handle(module, request), **options)
+
+
+# --- what is drawn -------------------------------------------------------------------------------
+
+
+@settings(max_examples=60)
+@given(programs(ops=["mul", "exp", "sum", "select"], max_operations=3))
+def test_a_drawn_program_is_in_the_language_uses_only_the_asked_operations_and_fits(drawn):
+    program = parse(drawn.source, drawn.inputs)
+    assert program.ops_used() <= {"mul", "exp", "sum", "select"}
+    # an operation on a 1-D result is followed by the sum that makes the output a scalar
+    assert 1 <= drawn.operations <= 4
+    assert program.nodes[program.output].size is None
+    assert set(drawn.point) == set(drawn.inputs)
+
+
+@settings(max_examples=40)
+@given(programs(max_operations=4))
+def test_at_a_drawn_point_torch_and_finite_differences_agree(drawn):
+    """Safe by construction: every kink, pole and domain edge is far enough away that the oracles
+    agree on the value and on every gradient, so nothing drawn goes ungraded."""
+    names = list(drawn.inputs)
+    results = oracles.compute(drawn.program, [drawn.point], names, ["fd", "torch"])
+    agreement = compare.agree(drawn.program, results, names, [drawn.point])
+    assert agreement.disagreements() == []
+
+
+def test_the_draw_has_every_operation_numbers_on_both_sides_fan_out_and_vectors():
+    drawn = domains.draw(programs(max_operations=6), 400, 0)
+    used = set().union(*(d.program.ops_used() for d in drawn))
+    assert used == set(OPS)
+    lines = [line for d in drawn for line in d.source.splitlines()]
+    binary = [OPS[n.op].symbol for d in drawn for n in d.program.nodes
+              if n.op in OPS and OPS[n.op].kind == BINARY]
+    assert binary
+    assert any(line.split(" = ")[1][0].isdigit() for line in lines)  # a number on the left
+    assert any(line[-1].isdigit() or line.endswith(")") and "(-" in line for line in lines)
+
+    def uses(d: Drawn) -> list[int]:
+        counts = [0] * len(d.program.nodes)
+        for node in d.program.nodes:
+            for arg in node.args:
+                counts[arg] += 1
+        return counts
+
+    inputs_twice = [d for d in drawn if any(uses(d)[i] >= 2 for i, n in
+                                            enumerate(d.program.nodes) if n.op == "input")]
+    made_twice = [d for d in drawn if any(uses(d)[i] >= 2 for i, n in
+                                          enumerate(d.program.nodes) if n.op in OPS)]
+    assert inputs_twice and made_twice  # a leaf on several paths; fan-out of a computed value
+    assert any(d.inputs.get("v") for d in drawn)
+    assert max(d.operations for d in drawn) >= 5
+
+
+def test_sessions_draw_the_behaviour_steps_of_the_issue():
+    steps = [step for s in domains.draw(sessions(max_steps=4), 300, 0) for step in s.steps]
+    assert any(s.get("backward") == {"retain_graph": True} for s in steps)
+    assert any(s.get("backward") == {} for s in steps)
+    assert any("zero_grad" in s for s in steps) and any("detach" in s for s in steps)
+    assert any(s.get("forward") == {"no_grad": True} for s in steps)
+    assert any("retain_grad" in s for s in steps)
+    assert any("of" in (s.get("backward") or {}) for s in steps)  # a 1-D value's backward
+
+
+def test_smaller_programs_are_each_earlier_value_and_each_operation_alone():
+    program = parse("a = x + 2\nb = -a\nc = b.tanh()\n", {"x": None})
+    drawn = Drawn(program.source, {"x": None}, {"x": 0.5}, program)
+    sources = {(d.source, json.dumps(d.point)) for d in smaller(drawn)}
+    assert ("a = x + 2\n", '{"x": 0.5}') in sources  # a prefix, at the same point
+    assert ("a = x.tanh()\n", '{"x": -2.0}') in sources  # tanh alone at b's value, rounded
+    assert ("a = x.tanh()\n", '{"x": -2.5}') in sources  # and exactly
+
+
+# --- the search ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mutant, program", [
+    ("exp-uses-input", "a = x.exp()\n"),
+    ("tanh-forgets-square", "a = x.tanh()\n"),
+    ("sum-divides-by-n", "a = v.sum()\n"),
+])
+def test_a_wrong_derivative_shrinks_to_the_one_operation_at_a_whole_number(tmp_path, mutant,
+                                                                            program):
+    result = fuzz_in_process(engine(tmp_path, mutant), max_steps=0)
+    found = result.found
+    assert found is not None and found.kind == "gradient"
+    assert found.drawn.source == program and found.operations == 1
+    assert all(float(v).is_integer() for value in found.drawn.point.values()
+               for v in (value if isinstance(value, list) else [value]))
+    assert program.strip() in found.describe() and "expected" in found.describe()
+
+
+def test_a_behaviour_bug_shrinks_to_a_short_session(tmp_path):
+    result = fuzz_in_process(engine(tmp_path, "graph-never-freed"))
+    found = result.found
+    assert found is not None and found.kind == "behaviour"
+    assert found.operations <= 2 and len(found.session.steps) == 2
+    assert "torch raises RuntimeError" in found.message
+
+
+@pytest.mark.slow
+def test_the_reference_engine_shows_no_difference_from_torch_in_300_programs(tmp_path):
+    result = fuzz_in_process(engine(tmp_path, "reference"), oracles=("fd", "torch", "jax"))
+    assert result.found is None and result.examples == 300
+
+
+def test_without_torch_the_reference_engine_stands_in(tmp_path):
+    result = fuzz_in_process(engine(tmp_path, "mul-own-operand"), oracles=("fd", "reference"),
+                             max_steps=0)
+    assert result.oracles == ("fd", "reference") and result.behaviour_oracle == "reference"
+    assert result.found is not None and "the reference engine" in result.found.message
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def gradcheck(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "gradcheck", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.slow
+def test_fuzz_finds_shrinks_reports_and_emits_an_exercise_that_validates(tmp_path):
+    submission = tmp_path / "engine.py"
+    submission.write_text(mutate(SOURCE, MUTANTS["sigmoid-forgets-factor"]))
+    report, exercise = tmp_path / "report.json", tmp_path / "bank" / "found.exercise.yaml"
+    run = gradcheck("fuzz", submission, "--seed", 1, "--examples", 200, "--report-json", report,
+                    "--emit-exercise", exercise)
+    assert run.returncode == 1, run.stderr
+    data = json.loads(report.read_text())
+    assert {"found", "program", "inputs", "point", "operations", "kind", "message", "examples",
+            "seconds"} <= set(data)
+    assert data["found"] is True and data["operations"] == 1 and data["kind"] == "gradient"
+    assert data["program"] == "a = x.sigmoid()\n" and data["program"] in run.stdout.replace(
+        "    ", "")
+    assert "finite differences, torch, jax" in run.stdout
+    checked = gradcheck("validate", exercise)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    graded = gradcheck("grade", submission, "--exercises", exercise.parent, "--quiet")
+    assert "0/1" in graded.stdout.replace(" ", "") or "0.0/1" in graded.stdout, graded.stdout
+
+
+@pytest.mark.slow
+def test_fuzz_of_the_reference_engine_finds_nothing_and_exits_0(tmp_path):
+    report = tmp_path / "report.json"
+    run = gradcheck("fuzz", "reference", "--seed", 2, "--examples", 60, "--report-json", report)
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads(report.read_text())
+    assert data["found"] is False and data["examples"] == 60 and data["program"] is None
+
+
+def test_fuzz_exits_2_on_a_usage_error_or_an_engine_that_cannot_be_loaded(tmp_path):
+    assert gradcheck("fuzz", tmp_path / "missing.py").returncode == 2
+    assert gradcheck("fuzz", "reference", "--ops", "add,nope").returncode == 2
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise ImportError('no engine here')\n")
+    run = gradcheck("fuzz", broken, "--examples", 5)
+    assert run.returncode == 2 and "no engine here" in run.stderr
