@@ -39,6 +39,7 @@ from gradcheck.reports import explain, github
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
 from gradcheck.reports.junit import write_junit
 from gradcheck.reports.markdown import write_markdown
+from gradcheck.reports.progress import Progress
 from gradcheck.reports.terminal import render_terminal, total_line
 
 #: Exit status when the grader itself cannot run (argparse uses 2 for bad arguments too).
@@ -100,7 +101,8 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
                         "reports (for instructors; results.json never shows them)")
     p.add_argument("--strict", action="store_true",
                    help="refuse to grade if any exercise file is broken (for instructors' CI)")
-    p.add_argument("--quiet", action="store_true", help="print only the total")
+    p.add_argument("--quiet", action="store_true",
+                   help="print only the total, and no progress on stderr")
     p.add_argument("--github", action="store_true",
                    help="in GitHub Actions: print an ::error annotation per failed check and "
                         "append the Markdown summary to $GITHUB_STEP_SUMMARY")
@@ -133,10 +135,14 @@ def run_grade(args: argparse.Namespace) -> int:
         if args.results_json:
             write_results_json(report, args.results_json, incomplete=incomplete)
 
+    shown = Progress(None if args.quiet else sys.stderr, len(bank.exercises))
+
     def progress(exercise_id: str, results: list[CheckResult]) -> None:
         so_far.results += results
         save(so_far, UNFINISHED)
+        shown.exercise_done(exercise_id, results[0].topic if results else "")
 
+    shown.start()
     try:
         with Grader(args.submission, seed=args.seed, key=args.key, oracles=args.oracles,
                     timeout=args.timeout, memory_mb=args.memory_mb,
@@ -150,6 +156,8 @@ def run_grade(args: argparse.Namespace) -> int:
         traceback.print_exc()
         return _cannot_run(args, f"the grader failed ({type(error).__name__}: {error}); this is "
                                  "a fault of gradcheck, not of the submission", so_far)
+    finally:
+        shown.close()
     save(report, incomplete="")
     _write_other_reports(report, args)
     _print_summary(report, args)

@@ -1,0 +1,65 @@
+"""Progress on stderr while `gradcheck grade` runs: in place on a terminal, plain lines
+elsewhere, nothing with --quiet."""
+
+import os
+import pty
+import subprocess
+import sys
+
+from grading_samples import CUBE, PRODUCT
+
+
+def write_bank(folder):
+    """Two exercises the reference grades against finite differences alone: no torch, no jax,
+    so that a subprocess grades them in about a second."""
+    folder.mkdir()
+    (folder / "product.exercise.yaml").write_text(PRODUCT.replace("  graph: {names: [x, y, f]}\n",
+                                                                  ""))
+    (folder / "cube.exercise.yaml").write_text(CUBE.replace("visibility: hidden", ""))
+    return folder
+
+
+def grade(bank, *extra, stderr):
+    return subprocess.run([sys.executable, "-m", "gradcheck", "grade", "reference",
+                           "--exercises", str(bank), "--oracles", "fd", "--seed", "1", *extra],
+                          stdout=subprocess.PIPE, stderr=stderr, timeout=120)
+
+
+def test_plain_lines_when_not_a_terminal_and_nothing_when_quiet(tmp_path):
+    bank = write_bank(tmp_path / "bank")
+    run = grade(bank, stderr=subprocess.PIPE)
+    lines = run.stderr.decode().splitlines()
+    assert lines[0] == "gradcheck: grading 2 exercises: starting the worker and the oracles"
+    assert lines[1].startswith("gradcheck: [1/2] 0") and lines[2].startswith("gradcheck: [2/2] ")
+    assert "01-forward: product graded, " in run.stderr.decode()
+    assert "\033" not in run.stderr.decode() and "total 4/4" in run.stdout.decode()
+    quiet = grade(bank, "--quiet", stderr=subprocess.PIPE)
+    assert quiet.stderr == b"" and quiet.stdout == b"4/4 (seed 1)\n"
+
+
+def test_one_line_rewritten_in_place_on_a_terminal(tmp_path):
+    bank = write_bank(tmp_path / "bank")
+    main, terminal = pty.openpty()
+    try:
+        run = grade(bank, stderr=terminal)
+        os.close(terminal)
+        terminal = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal's other end is closed: all is read
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(main)
+        if terminal != -1:
+            os.close(terminal)
+    text = seen.decode()
+    assert run.returncode == 0
+    updates = text.split("\r\033[K")
+    assert updates[0] == "" and updates[-1] == ""  # the line is cleared before the report
+    assert [u.split("]")[0] for u in updates[2:-1]] == ["[1/2", "[2/2"]
+    assert "\n" not in text.replace("\r\n", "")  # never a new line, only the same one again
