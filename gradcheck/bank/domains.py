@@ -8,10 +8,15 @@ may both be right, so a property check that samples there only finds noise.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
 from hypothesis import strategies as st
 
 from gradcheck.program.ops import Interval, Op, allowed
@@ -82,5 +87,30 @@ def draw(strategy: st.SearchStrategy[Any], count: int, at_seed: int) -> list[Any
     def collect(example: Any) -> None:
         examples.append(example)
 
-    collect()
+    with _cache_outside_cwd():
+        collect()
     return examples[:count]
+
+
+def cache_dir() -> Path:
+    """Where hypothesis keeps what it caches while gradcheck draws points (the constants it
+    reads from the source of loaded modules): the user's cache folder, not the current one."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "gradcheck" / "hypothesis"
+
+
+@contextmanager
+def _cache_outside_cwd() -> Iterator[None]:
+    """hypothesis writes its cache to `.hypothesis/` in the current folder, so grading a
+    student's repository or a course folder would leave one there. While points are drawn, its
+    home is gradcheck's cache folder instead, unless the user chose one (the
+    HYPOTHESIS_STORAGE_DIRECTORY variable, or `set_hypothesis_home_dir`); then it is kept."""
+    home = storage_directory(intent_to_write=False).home_directory
+    if home != Path.cwd() / ".hypothesis":
+        yield
+        return
+    set_hypothesis_home_dir(cache_dir())
+    try:
+        yield
+    finally:
+        set_hypothesis_home_dir(home)
