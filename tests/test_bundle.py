@@ -21,11 +21,13 @@ import pytest
 from another_user import PYTHON, as_another_user, key_reader, open_folder  # noqa: F401
 from grading_samples import CUBE, PRODUCT, read_results
 
+import gradcheck
 from gradcheck import __version__
-from gradcheck.bank.bundled import reference_path, starter_path
+from gradcheck.bank.bundled import bank_dir, reference_path, starter_path
 from gradcheck.bank.loader import load_bank
 from gradcheck.cli import main
 from gradcheck.course import bundle
+from gradcheck.course.wheel import wheel_name
 from gradcheck.grading import answer_key
 
 ENGINES = Path(__file__).parent / "engines"
@@ -97,14 +99,57 @@ def test_zip_has_the_scripts_at_its_root_and_the_bank_byte_for_byte(bank, autogr
         names = set(archive.namelist())
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
         assert names == {"setup.sh", "run_autograder", "requirements.txt", "key.json",
-                         "exercises/product.exercise.yaml",
+                         wheel_name(), "exercises/product.exercise.yaml",
                          "exercises/hidden/secret-cube.exercise.yaml"}
         assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
-        assert archive.read("requirements.txt").decode() == f"gradcheck=={__version__}\n"
+        assert archive.read("requirements.txt").decode() == f"./{wheel_name()}\n"
         for name in ("product.exercise.yaml", "hidden/secret-cube.exercise.yaml"):
             assert archive.read(f"exercises/{name}") == (bank / name).read_bytes()
         run_autograder_text = archive.read("run_autograder").decode()
     assert 'entry="engine.py"' in run_autograder_text
+
+
+def installed_wheel(wheel: Path, requirement: str, cwd: Path, target: Path) -> Path:
+    """Install the gradcheck that `requirement` (a line naming `wheel`) names into `target`, as
+    pip does it from the folder `cwd`, without its dependencies; check that what is installed
+    is this gradcheck, file for file, and runs from there; return `target`."""
+    (cwd / "req.txt").write_text(requirement)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                    "--target", str(target), "-r", "req.txt"], cwd=cwd, check=True)
+    package = Path(gradcheck.__file__).parent
+    for path in package.rglob("*.py"):
+        assert (target / "gradcheck" / path.relative_to(package)).read_bytes() == \
+            path.read_bytes(), path
+    for path in bank_dir().rglob("*.exercise.yaml"):
+        assert (target / "gradcheck" / "_bank" / path.relative_to(bank_dir())).is_file()
+    info = target / f"gradcheck-{__version__}.dist-info"
+    assert "gradcheck = gradcheck.cli:main" in (info / "entry_points.txt").read_text()
+    assert "Requires-Dist: numpy" in (info / "METADATA").read_text()
+    done = subprocess.run(
+        [sys.executable, "-c", "import gradcheck.bank.bundled as b\n"
+         "print(b.bank_dir(), b.reference_path(), b.starter_path())"],
+        env={**os.environ, "PYTHONPATH": str(target)}, cwd=target.parent, check=True,
+        capture_output=True, text=True)
+    assert done.stdout.split() == [str(target / "gradcheck" / name)
+                                   for name in ("_bank", "_reference", "_starter")]
+    return target
+
+
+def test_zip_carries_the_wheel_of_this_gradcheck(autograder, tmp_path):
+    """The default: the index serves only third-party packages."""
+    _, source = autograder
+    wheel = source / wheel_name()
+    requirement = (source / "requirements.txt").read_text()
+    shutil.copy(wheel, tmp_path)
+    installed_wheel(wheel, requirement, tmp_path, tmp_path / "site")
+
+
+def test_a_wheel_or_requirement_given_replaces_the_built_wheel(bank, key_file, tmp_path):
+    out = bundle.gradescope([bank], tmp_path / "a.zip", key=key_file,
+                            requirement="gradcheck @ git+https://example.org/g.git")
+    with zipfile.ZipFile(out) as archive:
+        assert archive.read("requirements.txt") == b"gradcheck @ git+https://example.org/g.git\n"
+        assert wheel_name() not in archive.namelist()
 
 
 def test_scripts_are_valid_bash(autograder):

@@ -17,6 +17,8 @@ from gradcheck.bank.loader import exercise_files, load_bank
 from gradcheck.cli import main
 from gradcheck.course import bundle, validate
 from gradcheck.course.scaffold import ENGINE, EXAMPLE, REQUIREMENTS, SCHEMA, WORKFLOW
+from gradcheck.course.wheel import wheel_name
+from test_bundle import installed_wheel
 from gradcheck.grading import answer_key
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports.github import annotate, error_line
@@ -80,6 +82,27 @@ def test_student_template_has_the_starter_readme_and_requirement(tmp_path):
     assert (student / REQUIREMENTS).read_text() == requirement + "\n"
     assert "gradcheck grade engine.py --exercises exercises --key key.json" in (
         student / "README.md").read_text()
+
+
+def test_student_template_carries_the_wheel_of_this_gradcheck(full_course, tmp_path):
+    """By default the workflow installs the gradcheck that built the key, from the repository."""
+    student = full_course / "student"
+    line = (student / REQUIREMENTS).read_text()
+    assert line == f"./.github/{wheel_name()}\n"
+    work = tmp_path / "student"
+    shutil.copytree(student / ".github", work / ".github")
+    installed_wheel(student / ".github" / wheel_name(), line, work, tmp_path / "site")
+
+
+def test_classroom_replaces_the_wheel_of_an_earlier_gradcheck(tmp_path):
+    course = tmp_path / "c"
+    assert main(["init", str(course), "--empty"]) == 0
+    github = course / "student" / ".github"
+    (github / wheel_name()).rename(github / "gradcheck-0.0.1-py3-none-any.whl")
+    (course / "student" / REQUIREMENTS).write_text("./.github/gradcheck-0.0.1-py3-none-any.whl\n")
+    bundle.classroom([course / "exercises"], course / "student", seed=0)
+    assert sorted(p.name for p in github.glob("*.whl")) == [wheel_name()]
+    assert (course / "student" / REQUIREMENTS).read_text() == f"./.github/{wheel_name()}\n"
 
 
 def test_course_readme_commands_are_those_of_the_instructors_guide(full_course):

@@ -3,8 +3,10 @@
 `gradescope` writes the zip Gradescope takes as an autograder: `setup.sh` (run once when the
 image is built: installs gradcheck in a virtual environment) and `run_autograder` (run for each
 submission: grades it in the hardened way and always leaves `results/results.json`) at its root,
-with the exercises, the answer key and `requirements.txt` (a pip requirement, or the name of a
-gradcheck wheel that the zip carries). Both scripts are in gradcheck/course/templates/.
+with the exercises, the answer key and `requirements.txt`, which names the gradcheck wheel the
+zip carries: by default the wheel of the running gradcheck (gradcheck/course/wheel.py), the one
+that built the key, so the package index serves only third-party packages; `--gradcheck` gives
+another wheel or a pip requirement. Both scripts are in gradcheck/course/templates/.
 
 `classroom` fills a student template (made by `gradcheck init`) with the exercises students may
 see, those whose `visibility` is `visible`, and an answer key that holds those alone: the key
@@ -40,10 +42,12 @@ from gradcheck.course.scaffold import (
     SCHEMA,
     TEMPLATES,
     CourseError,
+    carries_wheel,
     check_requirement,
-    default_requirement,
+    write_requirement,
     write_student_template,
 )
+from gradcheck.course.wheel import WheelError, build_wheel
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import GraderError
 
@@ -62,22 +66,23 @@ def gradescope(paths: list[Path], out: Path, *, key: Path | None = None, seed: i
     """Write Gradescope's autograder zip for the bank at `paths`; return `out`."""
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.py", entry):
         raise BundleError(f"--entry {entry!r}: give the file name students submit, like {ENGINE}")
-    install, package = _installation(requirement or default_requirement())
-    bank = _load(paths)
-    files = _relative_files(paths, bank)
-    key_bytes = _key_for(bank, key, seed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        _add(archive, "setup.sh", (TEMPLATES / "setup.sh").read_bytes(), executable=True)
-        script = (TEMPLATES / "run_autograder").read_text(encoding="utf-8")
-        _add(archive, "run_autograder", script.replace("@ENTRY@", entry).encode(),
-             executable=True)
-        _add(archive, "requirements.txt", (install + "\n").encode())
-        if package is not None:
-            _add(archive, package.name, package.read_bytes())
-        _add(archive, KEY_NAME, key_bytes)
-        for file, relative in files.items():
-            _add(archive, f"exercises/{relative}", file.read_bytes())
+    with tempfile.TemporaryDirectory() as folder:
+        install, package = _installation(requirement, Path(folder))
+        bank = _load(paths)
+        files = _relative_files(paths, bank)
+        key_bytes = _key_for(bank, key, seed)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+            _add(archive, "setup.sh", (TEMPLATES / "setup.sh").read_bytes(), executable=True)
+            script = (TEMPLATES / "run_autograder").read_text(encoding="utf-8")
+            _add(archive, "run_autograder", script.replace("@ENTRY@", entry).encode(),
+                 executable=True)
+            _add(archive, "requirements.txt", (install + "\n").encode())
+            if package is not None:
+                _add(archive, package.name, package.read_bytes())
+            _add(archive, KEY_NAME, key_bytes)
+            for file, relative in files.items():
+                _add(archive, f"exercises/{relative}", file.read_bytes())
     return out
 
 
@@ -93,7 +98,9 @@ def classroom(paths: list[Path], out: Path, *, key: Path | None = None, seed: in
     files = _relative_files(paths, visible)
     key_bytes = _key_for(visible, key, seed)
     if not out.exists() or not any(out.iterdir()):
-        write_student_template(out, default_requirement())
+        write_student_template(out)
+    elif carries_wheel(out):
+        write_requirement(out)  # the wheel of the gradcheck that built this key
     _remove_exercises(out / "exercises")
     written = []
     for file, relative in files.items():
@@ -161,8 +168,15 @@ def _key_for(bank: Bank, key: Path | None, seed: int | None) -> bytes:
     return gzip.compress(text, mtime=0) if len(text) > answer_key.LARGE else text
 
 
-def _installation(requirement: str) -> tuple[str, Path | None]:
-    """The line of requirements.txt, and the package file the zip carries, if any."""
+def _installation(requirement: str | None, folder: Path) -> tuple[str, Path | None]:
+    """The line of requirements.txt, and the package file the zip carries, if any: by default
+    the wheel of this gradcheck, built in `folder`."""
+    if requirement is None:
+        try:
+            wheel = build_wheel(folder)
+        except WheelError as error:
+            raise BundleError(str(error)) from error
+        return f"./{wheel.name}", wheel
     path = Path(requirement)
     if requirement.endswith(_PACKAGES):
         if not path.is_file():
@@ -221,8 +235,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                             "which needs torch and jax")
         p.add_argument("--seed", type=int, help="the seed of a key built here (default: a new one)")
     g.add_argument("--gradcheck", metavar="REQUIREMENT",
-                   help="what setup.sh installs: a pip requirement (default: "
-                        f"{default_requirement()}) or a gradcheck wheel file, put in the zip")
+                   help="what setup.sh installs: a gradcheck wheel or sdist file, put in the "
+                        "zip, or a pip requirement (default: the wheel of this gradcheck, put "
+                        "in the zip)")
     g.add_argument("--entry", default=ENGINE,
                    help="the file students submit (default: %(default)s; a package folder of "
                         "the same name without .py works too)")

@@ -7,7 +7,8 @@
         engine.py ...                 the starter engine (examples/starter/ in gradcheck)
         README.md                     for students: write, grade, read the feedback, push
         .github/workflows/grade.yml   grades engine.py on every push
-        .github/gradcheck-requirements.txt   the gradcheck that the workflow installs
+        .github/gradcheck-requirements.txt   the gradcheck that the workflow installs: by
+                                      default the wheel of this gradcheck, beside it
 
 The student template gets its exercises and answer key from `gradcheck bundle classroom`
 (gradcheck/course/bundle.py), which publishes the visible exercises only: hidden ones never leave the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from gradcheck import __version__
 from gradcheck.bank.bundled import bank_dir, starter_path
 from gradcheck.bank.loader import exercise_files
 from gradcheck.bank.schema import SCHEMA_COMMENT, SCHEMA_PATH
+from gradcheck.course.wheel import WheelError, build_wheel
 
 #: The student's module, as the starter names it and the workflow and autograder grade it.
 ENGINE = "engine.py"
@@ -41,18 +44,13 @@ class CourseError(Exception):
     """A course folder cannot be made as asked; the message says why and what to do."""
 
 
-def default_requirement() -> str:
-    """What a student workflow or an autograder installs unless told: this very version, which
-    is the one answer keys built here are valid for."""
-    return f"gradcheck=={__version__}"
-
-
 def init_course(folder: Path, *, empty: bool = False, requirement: str | None = None
                 ) -> list[Path]:
     """Lay out a new course in `folder` (absent or empty); return the files written."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise CourseError(f"{folder} already exists and is not an empty folder; give a new one")
-    requirement = check_requirement(requirement or default_requirement())
+    if requirement is not None:
+        requirement = check_requirement(requirement)
     bank = bank_dir()
     files = [bank / EXAMPLE] if empty else exercise_files(bank)
     written = copy_exercises(files, bank, folder / "exercises", schema=folder / SCHEMA)
@@ -64,8 +62,9 @@ def init_course(folder: Path, *, empty: bool = False, requirement: str | None = 
     return written
 
 
-def write_student_template(folder: Path, requirement: str) -> list[Path]:
-    """The starter engine, the students' README and the grading workflow, in `folder`."""
+def write_student_template(folder: Path, requirement: str | None = None) -> list[Path]:
+    """The starter engine, the students' README and the grading workflow, in `folder`; the
+    workflow installs `requirement`, or by default the wheel of this gradcheck, put beside it."""
     starter = starter_path()
     written = []
     for file in sorted(starter.rglob("*")):
@@ -75,9 +74,36 @@ def write_student_template(folder: Path, requirement: str) -> list[Path]:
         raise CourseError(f"the starter in {starter} has no {ENGINE}; gradcheck is incomplete")
     written.append(_write(folder / "README.md", _template("student-README.md")))
     written.append(_write(folder / WORKFLOW, _template("grade.yml")))
-    written.append(_write(folder / REQUIREMENTS, requirement + "\n"))
+    written += write_requirement(folder, requirement)
     written.append(_write(folder / ".gitignore", "__pycache__/\n"))
     return written
+
+
+def write_requirement(folder: Path, requirement: str | None = None) -> list[Path]:
+    """The student template's `.github/gradcheck-requirements.txt`, and the wheel it names when
+    `requirement` is None; the files written. A wheel an earlier gradcheck put there goes: the
+    workflow must install the gradcheck that built the key."""
+    github = folder / REQUIREMENTS.parent
+    for old in github.glob("gradcheck-*.whl"):
+        old.unlink()
+    written = []
+    if requirement is None:
+        try:
+            wheel = build_wheel(github)
+        except WheelError as error:
+            raise CourseError(str(error)) from error
+        written.append(wheel)
+        requirement = f"./{(REQUIREMENTS.parent / wheel.name).as_posix()}"
+    written.append(_write(folder / REQUIREMENTS, requirement + "\n"))
+    return written
+
+
+def carries_wheel(folder: Path) -> bool:
+    """Whether the student template in `folder` installs a wheel it carries (which `bundle
+    classroom` then replaces by this gradcheck's), not a requirement its instructor gave."""
+    path = folder / REQUIREMENTS
+    return path.is_file() and bool(re.fullmatch(r"\./\.github/gradcheck-\S+\.whl\s*",
+                                                path.read_text(encoding="utf-8")))
 
 
 def check_requirement(requirement: str) -> str:
@@ -85,7 +111,7 @@ def check_requirement(requirement: str) -> str:
     requirement = requirement.strip()
     if not requirement or "\n" in requirement or requirement.startswith("-"):
         raise CourseError(f"--gradcheck {requirement!r}: give one pip requirement, such as "
-                          f"{default_requirement()} or 'gradcheck @ git+https://...'")
+                          f"gradcheck=={__version__} or 'gradcheck @ git+https://...'")
     return requirement
 
 
@@ -130,8 +156,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--empty", action="store_true",
                    help="start with one example exercise instead of the whole bundled bank")
     p.add_argument("--gradcheck", metavar="REQUIREMENT",
-                   help="the pip requirement the students' workflow installs (default: "
-                        f"{default_requirement()}, the version that builds your answer keys)")
+                   help="the pip requirement the students' workflow installs (default: the "
+                        "wheel of this gradcheck, which builds your answer keys, put in "
+                        "student/.github/)")
     p.set_defaults(run=run)
 
 
