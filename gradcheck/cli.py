@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gradcheck import __version__
-from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
 from gradcheck.bank.models import ORACLES
 from gradcheck.bank import selection
 from gradcheck.bank.problems import ExerciseError
@@ -115,8 +115,9 @@ def run_grade(args: argparse.Namespace) -> int:
     if problem:
         return _cannot_run(args, problem)
     try:
-        chosen = selection.from_arguments(args, bank_dir)
-    except selection.SelectionError as error:
+        course = find_course()
+        chosen = selection.from_arguments(args, lambda: bank_default(course))
+    except (CourseFileError, selection.SelectionError) as error:
         return _cannot_run(args, str(error))
     prestart(args.key, args.oracles)  # grading live, jax's helper imports jax meanwhile
     try:
@@ -128,6 +129,8 @@ def run_grade(args: argparse.Namespace) -> int:
     if not bank.exercises and not bank.broken:
         return _cannot_run(args, "no *.exercise.yaml files in "
                                  + ", ".join(str(path) for path in chosen.paths))
+    if not args.quiet:
+        print(describe(chosen.paths, len(bank.exercises), course), file=sys.stderr)
 
     so_far = GradeReport(submission=args.submission, seed=args.seed or 0)
 

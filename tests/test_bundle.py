@@ -232,11 +232,16 @@ def test_crashing_submission_loses_what_crashes_and_says_why(autograder, open_fo
     assert results["score"] == graph["score"] > 0  # what needs no backward still counts
 
 
-def test_a_missing_engine_is_reported_and_a_package_folder_is_graded(autograder, open_folder):
+def test_a_missing_engine_is_said_in_a_students_words_and_a_package_folder_is_graded(
+        autograder, open_folder):
     _, source = autograder
-    results = run_autograder(source, open_folder, {})
-    assert results["score"] == 0 and "could not run" in results["output"]
+    results = run_autograder(source, open_folder, {"notes.txt": ENGINES / "tiny.py",
+                                                   "my_engine.py": ENGINES / "tiny.py"})
+    assert results["score"] == 0 and results["tests"] == []
+    assert results["output"] == "Submit a file named engine.py (found: my_engine.py, notes.txt)"
     root = open_folder / "autograder"
+    for name in ("notes.txt", "my_engine.py"):
+        (root / "submission" / name).unlink()
     shutil.copytree(reference_path(), root / "submission" / "engine",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.rmtree(root / "results")

@@ -99,8 +99,8 @@ def selection(items: Sequence[str | Path] | None, keyword: str | None,
 
 def add_arguments(parser: argparse.ArgumentParser, *, positional: bool = False) -> None:
     """`--exercises` (or, with `positional`, PATH arguments) and `-k`, as every command has them."""
-    what = ("exercise files or folders, exercise ids or module names (default: the bundled "
-            "bank)")
+    what = ("exercise files or folders, exercise ids or module names (default: the course's "
+            "bank, named by gradcheck.toml in this folder or above, else the bundled bank)")
     if positional:
         parser.add_argument("exercises", nargs="*", metavar="PATH", help=what)
     else:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.course_file import BANK_HELP, Course, CourseFileError, course_bank, describe
 from gradcheck.bank.loader import Bank, load_bank
 from gradcheck.engine.sandbox import preflight
 from gradcheck.grading import answer_key
@@ -77,16 +78,18 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                 key: Path | None, seed: int | None, timeout: float | None,
                 memory_mb: int | None, submission_timeout: float,
                 junit: bool = False, worker_user: int | None = None,
-                worker_python: str | None = None) -> list[Row]:
+                worker_python: str | None = None, course: Course | None = None) -> list[Row]:
     """Grade every submission in `folder`; return the gradebook's rows in submission order.
 
     `junit`: also write `OUT/<name>/junit.xml`, hidden exercises' messages included (for an
     instructor's tools, such as `gradcheck mutants`). `worker_user`: the uid of job slot 0's
     workers (slot k's is `worker_user + k`); `worker_python`: the Python the workers run.
+    `course`: the course whose folder the batch runs in, for the line that names the bank.
     """
     bank = load_bank(exercises)
     if not bank.exercises:
         raise GraderError("no exercise to grade in " + ", ".join(map(str, exercises)))
+    print(describe(exercises, len(bank.exercises), course), file=sys.stderr)
     max_score = total(exercise.points for exercise in bank.exercises)
     if worker_user is not None:
         _warn_if_open([*([key] if key else []), *(p for p in exercises if p != bank_dir())],
@@ -317,8 +320,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="where the results and the gradebook go")
     p.add_argument("--key", metavar="FILE", type=Path,
                    help="an answer key (default: one is built for the batch in OUT/key.json)")
-    p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
-                   help="exercise files or folders (repeatable; default: the bundled bank)")
+    p.add_argument("--exercises", metavar="DIR", type=Path, action="append", help=BANK_HELP)
     p.add_argument("--seed", type=int, help="the seed of sampled points (default: the key's, or "
                                             "a new one)")
     p.add_argument("--timeout", metavar="S", type=float,
@@ -347,12 +349,13 @@ def run(args: argparse.Namespace) -> int:
     # A batch stopped by SIGTERM (a scheduler's time limit) stops its graders, as on Ctrl-C.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
-        rows = grade_batch(args.folder, args.out, jobs=args.jobs,
-                           exercises=args.exercises or [bank_dir()], key=args.key,
-                           seed=args.seed, timeout=args.timeout, memory_mb=args.memory_mb,
-                           submission_timeout=args.submission_timeout,
-                           worker_user=args.worker_user, worker_python=args.worker_python)
-    except GraderError as error:
+        exercises, course = course_bank(args.exercises)
+        rows = grade_batch(args.folder, args.out, jobs=args.jobs, exercises=exercises,
+                           key=args.key, seed=args.seed, timeout=args.timeout,
+                           memory_mb=args.memory_mb, submission_timeout=args.submission_timeout,
+                           worker_user=args.worker_user, worker_python=args.worker_python,
+                           course=course)
+    except (CourseFileError, GraderError) as error:
         print(f"gradcheck grade-batch: {error}", file=sys.stderr)
         return CANNOT_RUN
     print(f"wrote {args.out / GRADEBOOK}: {len(rows)} submissions, "

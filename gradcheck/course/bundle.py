@@ -25,7 +25,6 @@ import argparse
 import gzip
 import json
 import re
-import secrets
 import shutil
 import sys
 import tempfile
@@ -33,7 +32,16 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
-from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.course_file import (
+    BANK_HELP,
+    FILE_NAME,
+    WORKER_USER,
+    Course,
+    CourseFileError,
+    course_bank,
+    describe,
+    key_seed,
+)
 from gradcheck.bank.loader import Bank, exercise_files, load_bank, path_list
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.bank.schema import SCHEMA_PATH
@@ -62,21 +70,28 @@ class BundleError(Exception):
 
 
 def gradescope(paths: list[Path], out: Path, *, key: Path | None = None, seed: int | None = None,
-               requirement: str | None = None, entry: str = ENGINE) -> Path:
-    """Write Gradescope's autograder zip for the bank at `paths`; return `out`."""
+               requirement: str | None = None, entry: str | None = None,
+               course: Course | None = None) -> Path:
+    """Write Gradescope's autograder zip for the bank at `paths`; return `out`. What is not
+    given comes from `course` (the file students submit, the worker's user, the seed of a key
+    built here), else from gradcheck's defaults."""
+    entry = entry or (course.submission if course else ENGINE)
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.py", entry):
         raise BundleError(f"--entry {entry!r}: give the file name students submit, like {ENGINE}")
+    user = course.worker_user if course else WORKER_USER
+    values = {"@ENTRY@": entry, "@USER@": "none" if user is None else str(user)}
     with tempfile.TemporaryDirectory() as folder:
         install, package = _installation(requirement, Path(folder))
-        bank = _load(paths)
+        bank = _load(paths, course)
         files = _relative_files(paths, bank)
-        key_bytes = _key_for(bank, key, seed)
+        key_bytes = _key_for(bank, key, seed if key else key_seed(seed, course, None))
         out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-            _add(archive, "setup.sh", (TEMPLATES / "setup.sh").read_bytes(), executable=True)
-            script = (TEMPLATES / "run_autograder").read_text(encoding="utf-8")
-            _add(archive, "run_autograder", script.replace("@ENTRY@", entry).encode(),
-                 executable=True)
+            for script in ("setup.sh", "run_autograder"):
+                text = (TEMPLATES / script).read_text(encoding="utf-8")
+                for name, value in values.items():
+                    text = text.replace(name, value)
+                _add(archive, script, text.encode(), executable=True)
             _add(archive, "requirements.txt", (install + "\n").encode())
             if package is not None:
                 _add(archive, package.name, package.read_bytes())
@@ -86,17 +101,18 @@ def gradescope(paths: list[Path], out: Path, *, key: Path | None = None, seed: i
     return out
 
 
-def classroom(paths: list[Path], out: Path, *, key: Path | None = None, seed: int | None = None
-              ) -> list[Path]:
+def classroom(paths: list[Path], out: Path, *, key: Path | None = None, seed: int | None = None,
+              course: Course | None = None) -> list[Path]:
     """Publish the visible exercises of the bank at `paths`, and their key, into the student
-    template `out` (made first if `out` is new or empty); return the exercise files written."""
-    bank = _load(paths)
+    template `out` (made first if `out` is new or empty); return the exercise files written.
+    A key built here has the seed given, else `course`'s, else a new one."""
+    bank = _load(paths, course)
     visible = Bank([e for e in bank.exercises if e.visibility == "visible"], [])
     if not visible.exercises:
         raise BundleError("no exercise of the bank is visible, so there is nothing to publish "
                           "to students; set `visibility: visible` on the practice exercises")
     files = _relative_files(paths, visible)
-    key_bytes = _key_for(visible, key, seed)
+    key_bytes = _key_for(visible, key, seed if key else key_seed(seed, course, None))
     if not out.exists() or not any(out.iterdir()):
         write_student_template(out)
     elif carries_wheel(out):
@@ -114,7 +130,8 @@ def classroom(paths: list[Path], out: Path, *, key: Path | None = None, seed: in
     return written
 
 
-def _load(paths: list[Path]) -> Bank:
+def _load(paths: list[Path], course: Course | None) -> Bank:
+    """The bank at `paths`, whole (a broken exercise is refused), said on stderr."""
     for path in paths:
         if not path.exists():
             raise BundleError(f"--exercises {path}: no such file or folder")
@@ -125,6 +142,7 @@ def _load(paths: list[Path]) -> Bank:
                           f"validate`):\n{error}") from error
     if not bank.exercises:
         raise BundleError("no *.exercise.yaml files in " + ", ".join(map(str, paths)))
+    print(describe(paths, len(bank.exercises), course), file=sys.stderr)
     return bank
 
 
@@ -145,9 +163,10 @@ def _relative_files(paths: list[Path], bank: Bank) -> dict[Path, str]:
 
 
 def _key_for(bank: Bank, key: Path | None, seed: int | None) -> bytes:
-    """The key file's bytes, holding exactly `bank`'s exercises: taken from `key`, or built."""
+    """The key file's bytes, holding exactly `bank`'s exercises: taken from `key`, or built
+    with `seed`."""
     if key is None:
-        seed = secrets.randbelow(2**32) if seed is None else seed
+        seed = key_seed(seed, None, None)
         print(f"building an answer key for {len(bank.exercises)} exercises (torch and jax run "
               "once per exercise; give --key to reuse one)", file=sys.stderr)
         with tempfile.TemporaryDirectory() as folder:
@@ -229,18 +248,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "`gradcheck init` (or here, if OUT is new).")
     for p in (g, c):
         p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
-                       help="exercise files or folders (repeatable; default: the bundled bank)")
+                       help=BANK_HELP)
         p.add_argument("--key", metavar="FILE", type=Path,
                        help="the answer key (`gradcheck key build`); default: build one here, "
                             "which needs torch and jax")
-        p.add_argument("--seed", type=int, help="the seed of a key built here (default: a new one)")
+        p.add_argument("--seed", type=int, help="the seed of a key built here (default: the "
+                                                f"course's, in {FILE_NAME}, else a new one)")
     g.add_argument("--gradcheck", metavar="REQUIREMENT",
                    help="what setup.sh installs: a gradcheck wheel or sdist file, put in the "
                         "zip, or a pip requirement (default: the wheel of this gradcheck, put "
                         "in the zip)")
-    g.add_argument("--entry", default=ENGINE,
-                   help="the file students submit (default: %(default)s; a package folder of "
-                        "the same name without .py works too)")
+    g.add_argument("--entry",
+                   help=f"the file students submit (default: the course's, in {FILE_NAME}, "
+                        f"else {ENGINE}; a package folder of the same name without .py works "
+                        "too)")
     g.add_argument("--out", metavar="FILE", type=Path, required=True, help="the zip to write")
     c.add_argument("--out", metavar="DIR", type=Path, required=True,
                    help="the student template (student/ in a course made by `gradcheck init`)")
@@ -250,17 +271,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Make the bundle; 2 when it cannot be made."""
-    paths = args.exercises or [bank_dir()]
     try:
+        paths, course = course_bank(args.exercises)
         if args.target == "gradescope":
             gradescope(paths, args.out, key=args.key, seed=args.seed,
-                       requirement=args.gradcheck, entry=args.entry)
+                       requirement=args.gradcheck, entry=args.entry, course=course)
             print(f"wrote {args.out}: upload it as the assignment's autograder")
         else:
-            written = classroom(paths, args.out, key=args.key, seed=args.seed)
+            written = classroom(paths, args.out, key=args.key, seed=args.seed, course=course)
             print(f"published {len(written)} visible exercise(s) and their answer key to "
                   f"{args.out}")
-    except (BundleError, GraderError, OSError) as error:  # GraderError: a bad key
+    except (BundleError, CourseFileError, GraderError, OSError) as error:  # GraderError: a bad key
         print(f"gradcheck bundle {args.target}: {error}", file=sys.stderr)
         return 2
     return 0

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from gradcheck.bank.bundled import bank_dir, reference_path
+from gradcheck.bank.bundled import reference_path
+from gradcheck.bank.course_file import BANK_HELP, CourseFileError, course_bank
 from gradcheck.course import batch
 from gradcheck.course.mutants import CATALOGUE, WHOLE, Edit, Mutant
 from gradcheck.grading.grader import GraderError
@@ -275,8 +276,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "bug put in) against the bank, and print which exercises kill which mutant. "
                     "Exit status 1 when a mutant survives (no exercise catches it), 2 when "
                     "grading cannot run.")
-    p.add_argument("--exercises", metavar="DIR", type=Path, action="append",
-                   help="exercise files or folders (repeatable; default: the bundled bank)")
+    p.add_argument("--exercises", metavar="DIR", type=Path, action="append", help=BANK_HELP)
     p.add_argument("-j", "--jobs", type=batch.job_count, default=len(os.sched_getaffinity(0)),
                    help="mutants graded at once (default: the number of CPUs)")
     p.add_argument("--only", metavar="MUTANT", action="append",
@@ -312,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
             return _grade(mutants, args, args.out)
         with tempfile.TemporaryDirectory(prefix="gradcheck-mutants-") as folder:
             return _grade(mutants, args, Path(folder))
-    except (GraderError, MutantError) as error:
+    except (CourseFileError, GraderError, MutantError) as error:
         print(f"gradcheck mutants: {error}", file=sys.stderr)
         return CANNOT_RUN
 
@@ -331,10 +331,11 @@ def _chosen(names: list[str] | None) -> list[Mutant]:
 def _grade(mutants: list[Mutant], args: argparse.Namespace, folder: Path) -> int:
     sources, graded = folder / "mutants", folder / "graded"
     write_mutants(sources, mutants)
-    rows = batch.grade_batch(sources, graded, jobs=args.jobs,
-                             exercises=args.exercises or [bank_dir()], key=args.key,
+    exercises, course = course_bank(args.exercises)
+    rows = batch.grade_batch(sources, graded, jobs=args.jobs, exercises=exercises, key=args.key,
                              seed=args.seed, timeout=None, memory_mb=None,
-                             submission_timeout=batch.SUBMISSION_TIMEOUT, junit=True)
+                             submission_timeout=batch.SUBMISSION_TIMEOUT, junit=True,
+                             course=course)
     matrix = kill_matrix(mutants, graded, rows)
     sys.stdout.write(render(matrix, verbose=args.verbose))
     if args.matrix:

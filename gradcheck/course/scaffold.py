@@ -1,5 +1,7 @@
 """`gradcheck init DIR`: a course folder that works in its first hour.
 
+    DIR/gradcheck.toml                the course file (gradcheck/bank/course_file.py): the bank,
+                                      the file students submit, the worker's user, the keys' seed
     DIR/README.md                     the course's commands, for its instructors
     DIR/exercises/                    the bundled bank (or, with --empty, one example exercise)
     DIR/schema/exercise.schema.json   what each exercise's first line points editors to
@@ -20,11 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import secrets
 import sys
 from pathlib import Path
 
 from gradcheck import __version__
 from gradcheck.bank.bundled import bank_dir, starter_path
+from gradcheck.bank.course_file import FILE_NAME, course_text
 from gradcheck.bank.loader import exercise_files
 from gradcheck.bank.schema import SCHEMA_COMMENT, SCHEMA_PATH
 from gradcheck.course.wheel import WheelError, build_wheel
@@ -57,6 +61,7 @@ def init_course(folder: Path, *, empty: bool = False, requirement: str | None = 
     written.append(_write(folder / SCHEMA, SCHEMA_PATH.read_text(encoding="utf-8")))
     readme = _template("course-README.md").replace("@TITLE@", folder.resolve().name)
     written.append(_write(folder / "README.md", readme))
+    written.append(_write(folder / FILE_NAME, course_text(secrets.randbelow(2**32))))
     written.append(_write(folder / ".gitignore", "__pycache__/\nautograder.zip\n"))
     written += write_student_template(folder / "student", requirement)
     return written

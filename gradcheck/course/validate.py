@@ -21,6 +21,7 @@ import numpy as np
 
 from gradcheck import oracles
 from gradcheck.bank import selection
+from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
 from gradcheck.bank.loader import exercise_files, load_bank, path_list
 from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
 from gradcheck.bank.problems import Problem
@@ -196,8 +197,6 @@ ORACLE_CHECKS: list[Check] = [agreement_problems, answer_problems]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`gradcheck validate [PATHS]`: print `file:line: field: message` per problem; 1 if any."""
-    from gradcheck.bank.bundled import bank_dir
-
     parser = argparse.ArgumentParser(prog="gradcheck validate",
                                      description="Check an exercise bank before publishing it.")
     selection.add_arguments(parser, positional=True)
@@ -205,15 +204,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only the checks that need no oracle (no torch or jax; fast)")
     args = parser.parse_args(argv)
     try:
-        chosen = selection.from_arguments(args, bank_dir)
+        course = find_course()
+        chosen = selection.from_arguments(args, lambda: bank_default(course))
         paths = chosen.files() if chosen.narrowed else chosen.paths
-    except selection.SelectionError as error:
+    except (CourseFileError, selection.SelectionError) as error:
         print(f"gradcheck validate: {error}", file=sys.stderr)
         return 2
     problems = validate(paths, static=args.static)
     for problem in problems:
         print(problem)
     count = len(exercise_files([p for p in paths if p.exists()]))
+    print(describe(chosen.paths, count, course), file=sys.stderr)
     print(f"{count} exercise file(s), {len(problems)} problem(s)", file=sys.stderr)
     return 1 if problems else 0
 

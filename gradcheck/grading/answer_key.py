@@ -34,7 +34,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from gradcheck import __version__, oracles
-from gradcheck.bank.bundled import bank_dir
+from gradcheck.bank.course_file import (
+    FILE_NAME,
+    CourseFileError,
+    bank_default,
+    describe,
+    find_course,
+    key_seed,
+)
 from gradcheck.bank import selection
 from gradcheck.bank.loader import Bank
 from gradcheck.bank.models import Exercise
@@ -279,8 +286,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "key. Grade with `gradcheck grade --key FILE`; an exercise changed since is "
                     "refused by the key and graded live.")
     selection.add_arguments(p)
-    p.add_argument("--seed", type=int, default=0,
-                   help="the seed of the sampled points (default 0); grading with the key uses it")
+    p.add_argument("--seed", type=int,
+                   help="the seed of the sampled points (default: the course's, in "
+                        f"{FILE_NAME}, else 0); grading with the key uses it")
     p.add_argument("--out", metavar="FILE", type=Path, required=True,
                    help="where to write the key (gzip-compressed if FILE ends in .gz)")
     p.set_defaults(run=run)
@@ -289,23 +297,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the key; 1 if some exercise files are broken (the others are in the key)."""
     try:
-        chosen = selection.from_arguments(args, bank_dir)
+        course = find_course()
+        chosen = selection.from_arguments(args, lambda: bank_default(course))
         bank = chosen.load()
-    except selection.SelectionError as error:
+    except (CourseFileError, selection.SelectionError) as error:
         print(f"gradcheck key build: {error}", file=sys.stderr)
         return 2
+    seed = key_seed(args.seed, course)
     if not bank.exercises:
         print("gradcheck key build: no exercise to build a key for in "
               + ", ".join(map(str, chosen.paths)), file=sys.stderr)
         return 2
+    print(describe(chosen.paths, len(bank.exercises), course), file=sys.stderr)
     try:
-        build(bank, args.seed, args.out)
+        build(bank, seed, args.out)
     except KeyFileError as error:
         print(f"gradcheck key build: {error}", file=sys.stderr)
         return 2
     for _, error in bank.broken:
         print(f"left out of the key, broken: {_first(error)}", file=sys.stderr)
-    print(f"wrote {args.out}: {len(bank.exercises)} exercises, seed {args.seed}, "
+    print(f"wrote {args.out}: {len(bank.exercises)} exercises, seed {seed}, "
           f"gradcheck {__version__}")
     return 1 if bank.broken else 0
 
