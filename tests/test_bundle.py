@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -303,6 +304,30 @@ def test_a_worker_user_that_cannot_start_the_worker_is_said_in_the_results(autog
     assert results["output"].startswith("The grader could not run: the worker's user (uid 61000) "
                                         "cannot ")
     assert "docs/security.md" in results["output"]
+
+
+@as_another_user
+def test_setup_refuses_a_python_the_worker_user_cannot_run(autograder, open_folder):
+    """A Python inside a folder of mode 0700, as under /root or a home folder: setup.sh fails
+    at once, saying so and what to do, and makes no virtual environment."""
+    _, source = autograder
+    private = Path(tempfile.mkdtemp())  # mode 0700
+    try:
+        (private / "python3").symlink_to(PYTHON)
+        root = open_folder / "autograder"
+        shutil.copytree(source, root / "source")
+        done = subprocess.run(["bash", str(root / "source" / "setup.sh")],
+                              env={**os.environ, "GRADCHECK_AUTOGRADER_ROOT": str(root),
+                                   "GRADCHECK_SETUP_PYTHON": str(private / "python3")},
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(private)
+    assert done.returncode == 1
+    assert done.stderr.startswith("setup.sh: no Python 3.11 or later that the worker's user "
+                                  "(uid 61000) may run.\n")
+    assert f"tried: {private / 'python3'}" in done.stderr and "a home folder of mode 0700" in \
+        done.stderr
+    assert not (root / "venv").exists()
 
 
 # --- the student template -----------------------------------------------------------------------
