@@ -37,6 +37,7 @@ from gradcheck.grading.grader import (
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import explain, github
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
+from gradcheck.reports.html import write_html
 from gradcheck.reports.junit import write_junit
 from gradcheck.reports.markdown import write_markdown
 from gradcheck.reports.progress import Progress
@@ -78,6 +79,9 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML here")
     p.add_argument("--markdown", metavar="FILE", type=Path,
                    help="write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--html", metavar="FILE", type=Path,
+                   help="write an HTML report here: one self-contained page with the chain-rule "
+                        "walk and the graph of each failed gradient check")
     p.add_argument("--seed", type=int, help="the seed of sampled points (default: a new one, "
                                             "printed in the report)")
     p.add_argument("--key", metavar="FILE", help="an answer key built by gradcheck")
@@ -226,6 +230,9 @@ def _write_other_reports(report: GradeReport, args: argparse.Namespace) -> None:
     if args.markdown:
         write_markdown(report, args.markdown, show_hidden=args.show_hidden,
                        command=reproduction(args, report.seed))
+    if args.html:
+        write_html(report, args.html, show_hidden=args.show_hidden,
+                   command=reproduction(args, report.seed))
 
 
 def _print_summary(report: GradeReport, args: argparse.Namespace) -> None:

@@ -315,3 +315,20 @@ def test_markdown_withholds_hidden_details_unless_asked():
     assert SECRET not in text and LATER not in text and "x**3" not in text
     assert WITHHELD in text
     assert SECRET in render_markdown(make_report(), show_hidden=True)
+
+
+def test_results_json_shows_a_behaviour_failure_as_an_html_table_unless_hidden():
+    detail = {"steps": ["z.backward()"],
+              "torch": {"error": None, "steps": [{"error": None, "observed": {"grad.x": 12.0}}]},
+              "engine": {"error": None, "steps": [{"error": None, "observed": {"grad.x": 6.0}}]}}
+    shown = result("twice", "behaviour", "failed", 0.0, 1.0, "step 1 <differs>", detail=detail)
+    hidden = result("twice", "behaviour", "failed", 0.0, 1.0, SECRET, detail=detail,
+                    visibility="hidden")
+    data = results_json(GradeReport(submission="e.py", seed=1, results=[shown, hidden]))
+    jsonschema.Draft7Validator(SCHEMA).validate(data)
+    first, second = data["tests"]
+    assert first["output_format"] == "html"
+    assert first["output"].startswith("<pre>step 1 &lt;differs&gt;</pre>")
+    assert ("<td>1. <code>z.backward()</code></td><td>x.grad = 12.0</td>"
+            "<td class=\"differs\">x.grad = 6.0</td>") in first["output"]
+    assert second["output"] == WITHHELD and "output_format" not in second

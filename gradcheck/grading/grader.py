@@ -105,6 +105,9 @@ class Grader:
         self._submitted: list[Future] = []
         #: (exercise id, check) -> its points, drawn ahead, and jax's results there, when ready
         self._ahead: dict[tuple[str, str], tuple[Future, Future, int]] = {}
+        #: what the check being graded leaves for reports besides its message
+        #: (CheckResult.detail)
+        self._detail: dict[str, Any] = {}
         #: the helper process working ahead, if one was started (gradcheck.grading.helper_process)
         self._helper: helper_process.Helper | None = None
 
@@ -150,6 +153,7 @@ class Grader:
         results = []
         for name, max_score in shares.items():
             started = time.monotonic()
+            self._detail = {}
             if absent:
                 status, message, notes = "failed", absent, []
             else:
@@ -166,7 +170,8 @@ class Grader:
                 max_score=max_score, status=status, message=message, topic=exercise.topic,
                 visibility=exercise.visibility, file=str(exercise.path or ""),
                 line=exercise.line_of(f"checks.{name}"), duration=time.monotonic() - started,
-                author_notes=notes, blocked_by=blocked_by if absent else ""))
+                author_notes=notes, blocked_by=blocked_by if absent else "",
+                detail=self._detail))
         return results
 
     def broken_result(self, path: str | Path, error: ExerciseError) -> CheckResult:
@@ -304,7 +309,8 @@ class Grader:
         if grading.passed:
             return "passed", grading.message, grading.author_notes
         spare = _Budget(budget.seconds)
-        message = localise.feedback(grading, program, points, exercise.grad_names,
+        message, self._detail = localise.diagnose(
+                                    grading, program, points, exercise.grad_names,
                                     # feedback has a budget of its own: it never costs a
                                     # later check its time
                                     lambda request: self._ask(exercise, request, spare),
@@ -345,6 +351,11 @@ class Grader:
             return "failed", reply.message, []
         message = verdict(expected, reply, exercise)
         if message:
+            self._detail = {"torch": expected, "engine": reply}
+            if request["kind"] == "behaviour":
+                self._detail["steps"] = [
+                    localise.step_code(step, exercise.program.output_name)
+                    for step in exercise.checks.behaviour.steps]
             return "failed", _with_hint(message, exercise), []
         return "passed", "", []
 

@@ -21,7 +21,8 @@ JSON shapes the probe checks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -57,6 +58,8 @@ class Finding:
     node: int | None
     message: str
     arg: int | None = None  # the operand that received a wrong gradient
+    #: the submission's trace records by node id, where the finding was made
+    found: Mapping[int, Any] | None = field(default=None, compare=False, repr=False)
 
 
 def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, Any]],
@@ -65,18 +68,32 @@ def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, A
     """A failed gradients check's message: the finding at the first failing point (when there is
     one), then the plain comparison. `truth(i)` gives torch's walk at point i (default: walked
     here, with torch; an answer key holds some)."""
+    return diagnose(grading, program, points, requires_grad, ask, tolerance, truth)[0]
+
+
+def diagnose(grading: Grading, program: Program, points: Sequence[Mapping[str, Any]],
+             requires_grad: Sequence[str], ask: Ask, tolerance: Tolerance,
+             truth: Truth | None = None) -> tuple[str, dict[str, Any]]:
+    """`feedback`'s message, and what a report draws the walk from, as plain data
+    (`CheckResult.detail`): the first failing point, and there the engine's trace records and
+    the node (and operand) at fault, when they were found."""
     failed = [i for i, v in enumerate(grading.verdicts) if v.status == "failed" and not v.error]
-    finding = None
-    if failed:
-        known = truth(failed[0]) if truth is not None else None
-        finding = locate(program, points[failed[0]], requires_grad, ask, tolerance, known)
-    return f"{finding.message}\n{grading.message}" if finding else grading.message
+    if not failed:
+        return grading.message, {}
+    known = truth(failed[0]) if truth is not None else None
+    finding = locate(program, points[failed[0]], requires_grad, ask, tolerance, known)
+    detail: dict[str, Any] = {"point": dict(points[failed[0]])}
+    if finding is None:
+        return grading.message, detail
+    detail.update(node=finding.node, arg=finding.arg,
+                  found=[dict(record) for _, record in sorted((finding.found or {}).items())])
+    return f"{finding.message}\n{grading.message}", detail
 
 
 def locate(program: Program, point: Mapping[str, Any], requires_grad: Sequence[str], ask: Ask,
            tolerance: Tolerance, truth: Walk | None = None) -> Finding | None:
     """The first place where the submission departs from torch's walk at `point` (`truth`, or
-    walked here), or None."""
+    walked here), or None; the finding holds the submission's trace records it came from."""
     try:
         truth = truth or walk(program, point, requires_grad)
     except WalkError:
@@ -87,8 +104,8 @@ def locate(program: Program, point: Mapping[str, Any], requires_grad: Sequence[s
     found = {record["id"]: record for record in reply["nodes"]}
     if set(found) != set(truth.ids):
         return None
-    return (_forward(truth, found, tolerance)
-            or _backward(truth, found, ask, tolerance))
+    finding = _forward(truth, found, tolerance) or _backward(truth, found, ask, tolerance)
+    return dataclasses.replace(finding, found=found) if finding else None
 
 
 # --- forward ------------------------------------------------------------------------------------

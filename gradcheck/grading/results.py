@@ -37,6 +37,12 @@ class CheckResult:
     #: "tensor()", "tensor([...])", "backward()"...; gradcheck.grading.uses), or "": reports
     #: group failed checks by it.
     blocked_by: str = ""
+    #: plain data for reports that show more than the message (the HTML report): a failed
+    #: gradient check's first failing `point`, and there the engine's trace records (`found`)
+    #: and the `node` (and operand, `arg`) at fault; a failed graph or behaviour check's
+    #: records of `torch` and of the `engine` (and a behaviour check's `steps` as code).
+    #: Shown only where the message is.
+    detail: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

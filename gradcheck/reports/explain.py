@@ -190,6 +190,15 @@ def heading(exercise: Exercise, w: Walk) -> str:
 def table(w: Walk, found: Mapping[int, Any] | None = None,
           finding: localise.Finding | None = None) -> str:
     """One row per node backward reaches, output first; a continuation line per extra edge."""
+    rows = table_rows(w, found, finding)
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in rows)
+
+
+def table_rows(w: Walk, found: Mapping[int, Any] | None = None,
+               finding: localise.Finding | None = None) -> list[list[str]]:
+    """The walk's table as cells, headers first (for the text table and the HTML report)."""
     headers = list(_HEADERS) + (["yours: value", "yours: gradient", ""] if found else [])
     rows = [headers]
     for i in w.backward_order():
@@ -210,9 +219,7 @@ def table(w: Walk, found: Mapping[int, Any] | None = None,
         rows.append(row)
         for slope, passed in zip(slopes[1:], passes[1:]):
             rows.append(["", "", "", slope, "", passed] + [""] * (3 if found else 0))
-    widths = [max(len(row[k]) for row in rows) for k in range(len(headers))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-                     for row in rows)
+    return rows
 
 
 def slope_products(w: Walk) -> list[str]:

@@ -8,6 +8,7 @@ misconfigured assignment cannot leak a hidden exercise.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from typing import Any
@@ -57,6 +58,13 @@ def _test(r: CheckResult, number: str) -> dict[str, Any]:
         "visibility": r.visibility,
         "tags": [r.topic] if r.topic else [],
     }
+    if r.visibility != "hidden" and "engine" in r.detail:
+        # a failed behaviour or graph check reads best as torch and the engine side by side;
+        # imported here, as the pytest plugin imports this module in every pytest run
+        from gradcheck.reports.html import side_by_side
+
+        test["output"] = f"<pre>{html.escape(r.message)}</pre>\n{side_by_side(r)}"
+        test["output_format"] = "html"
     if r.status != "skipped":  # a skipped check is judged by Gradescope's rule: score >= max_score
         test["status"] = "passed" if r.status == "passed" else "failed"
     return test

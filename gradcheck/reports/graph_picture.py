@@ -55,7 +55,9 @@ def dot_source(w: Walk, found: Mapping[int, Any] | None = None,
                                                                   "style": "rounded"}
         if i == bad_node:
             lines.append("the submission departs here")
-            style = {**style, "color": _WRONG, "penwidth": "2.5", "fillcolor": "#fdecea",
+            # `class` names the node in an SVG (the HTML report's page finds it by it)
+            style = {**style, "class": "faulty", "color": _WRONG, "penwidth": "2.5",
+                     "fillcolor": "#fdecea",
                      "style": ",".join(filter(None, [style.get("style"), "filled"]))}
         graph.node(f"n{i}", "\\n".join(lines), **style)
         edges = {e.slot: e for e in w.edges(i)}
@@ -82,14 +84,23 @@ def draw(w: Walk, path: str | Path, found: Mapping[int, Any] | None = None,
     if FORMATS[suffix] is None:
         path.write_text(source)
         return path
+    path.write_bytes(_render(source, FORMATS[suffix]))
+    return path
+
+
+def svg(w: Walk, found: Mapping[int, Any] | None = None, finding: Finding | None = None) -> str:
+    """The picture as an `<svg>` element to put inside a page (no XML prologue, no DOCTYPE)."""
+    text = _render(dot_source(w, found, finding), "svg").decode("utf-8")
+    return text[text.index("<svg"):]
+
+
+def _render(source: str, format: str) -> bytes:
     import graphviz
 
     try:
-        picture = graphviz.Source(source).pipe(format=FORMATS[suffix])
+        return graphviz.Source(source).pipe(format=format)
     except graphviz.ExecutableNotFound:
         raise DrawingError(NO_DOT) from None
     except graphviz.CalledProcessError as exc:
         raise DrawingError(f"graphviz's dot failed: {exc.stderr!r:.300}") from None
-    path.write_bytes(picture)
-    return path
 
