@@ -1030,6 +1030,8 @@ def _backward(roots: Sequence[Scalar], seeds: Sequence[Any], retain_graph: bool,
             grads[root] = seed
     order = _reachable(roots)
     order.sort(key=_stamp, reverse=True)  # newest first: torch's order
+    if wanted is not None:
+        order = _toward(order, wanted)
     get = grads.get
     found: dict[Scalar, Any] = {}
     for i, node in enumerate(order):
@@ -1057,7 +1059,7 @@ def _backward(roots: Sequence[Scalar], seeds: Sequence[Any], retain_graph: bool,
             if gb is not None and isinstance(b, Scalar) and b._op is not None:
                 s = get(b)
                 grads[b] = gb if s is None else s + gb
-    for leaf, g in grads.items():
+    for leaf, g in grads.items():  # leaves, and with wanted the nodes where grad() stopped
         if wanted is not None:
             if leaf in wanted:
                 found[leaf] = g
@@ -1068,6 +1070,19 @@ def _backward(roots: Sequence[Scalar], seeds: Sequence[Any], retain_graph: bool,
             if node._op.saves:
                 node._free()
     return found
+
+
+def _toward(order: list[Scalar], wanted: set[Scalar]) -> list[Scalar]:
+    """The operations of ``order`` (newest first) that lead to a ``wanted`` node: ``grad()``
+    runs only those, as torch does, so the rest of the graph is neither run nor freed."""
+    leads = set(wanted)
+    kept = []
+    for node in reversed(order):  # oldest first: every operand before the nodes that use it
+        if any(isinstance(p, Scalar) and p in leads for p in _operands(node)):
+            leads.add(node)
+            kept.append(node)
+    kept.reverse()
+    return kept
 
 
 def _fail(order: list[Scalar], i: int, grads: dict[Scalar, Any], retain_graph: bool,

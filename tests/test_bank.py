@@ -1,6 +1,6 @@
 """The bundled exercise bank and the student starter: what a course adopts on day one.
 
-The bank must load whole, cover the seven course modules, pass `validate`, and give full marks to
+The bank must load whole, cover the eight course modules, pass `validate`, and give full marks to
 the reference engine and to torch itself; the starter must score 0 without crashing, with
 messages that tell a student what to write next.
 """
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BANK = ROOT / "exercises"
 STARTER = ROOT / "examples" / "starter" / "engine.py"
 TOPICS = ["01-graph", "02-backward", "03-autograd-off", "04-accumulation", "05-training",
-          "06-operations", "07-graph-shapes"]
+          "06-operations", "07-graph-shapes", "08-higher-order"]
 SEED = 20240601
 
 

@@ -207,16 +207,18 @@ def test_step_needs_exactly_one_action(tmp_path):
                    "      - {backward: {}, zero_grad: [x]}\n")
     assert _problems(tmp_path, text) == [
         "14: checks.behaviour.steps[0]: a step has exactly one action (forward, backward, "
-        "zero_grad, retain_grad, detach, requires_grad, sgd); this one has none",
+        "zero_grad, retain_grad, detach, requires_grad, sgd, grad, compute); this one has none",
         "15: checks.behaviour.steps[1]: a step has exactly one action (forward, backward, "
-        "zero_grad, retain_grad, detach, requires_grad, sgd); this one has backward and "
+        "zero_grad, retain_grad, detach, requires_grad, sgd, grad, compute); this one has "
+        "backward and "
         "zero_grad"]
 
 
 def test_bare_backward_step_means_no_arguments(tmp_path):
     exercise = _loads(tmp_path, BASE + "checks:\n  behaviour:\n    steps:\n      - backward:\n")
     step = exercise.checks.behaviour.steps[0]
-    assert step.action == "backward" and step.backward.retain_graph is False
+    assert step.action == "backward" and step.backward.retain_graph is None  # torch's default
+    assert step.backward.create_graph is False
 
 
 def test_detached_name_exists_only_after_its_step(tmp_path):
@@ -244,15 +246,17 @@ def test_expect_and_names_have_a_form(tmp_path):
         "12: checks.graph.names[1]: '2y' is not a usable name; use letters, digits and _, "
         "starting with a letter",
         "16: checks.behaviour.steps[0].expect[0]: 'grad_x' is not something to compare; write "
-        "KIND.NAME with KIND one of grad, value, requires_grad, is_leaf, grad_fn (for example "
-        "grad.x)"]
+        "KIND.NAME with KIND one of grad, value, requires_grad, is_leaf, grad_fn, has_grad_fn "
+        "(for example grad.x), grad.NAME.FIELD with FIELD one of requires_grad, is_leaf, "
+        "has_grad_fn, or warnings"]
 
 
 def test_missing_keys_and_no_checks(tmp_path):
     text = BASE.replace("points: 1\n", "") + "checks: {}\n"
     assert _problems(tmp_path, text) == [
         "1: points: the key 'points' is required here; add it",
-        "10: checks: add at least one check: gradients, sampled, answers, graph, behaviour"]
+        "10: checks: add at least one check: gradients, sampled, answers, graph, behaviour, "
+        "hessian"]
 
 
 def test_empty_and_non_mapping_files(tmp_path):

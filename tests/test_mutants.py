@@ -130,7 +130,14 @@ def test_each_exercise_written_for_a_bug_kills_its_mutant(whole_catalogue):
                              ("no-topological-order", "diamond-short-path-first"),
                              ("grad-overwritten-between-backwards", "two-passes-add-up"),
                              ("graph-never-freed", "graph-is-freed"),
-                             ("mean-forgets-1-over-n", "op-sum-mean")]:
+                             ("mean-forgets-1-over-n", "op-sum-mean"),
+                             ("pow-graph-on-floats", "second-derivative-square"),
+                             ("relu-graph-on-floats", "relu-abs-second"),
+                             ("tanh-graph-half-detached", "tanh-sigmoid-second"),
+                             ("sigmoid-graph-sign-error", "tanh-sigmoid-second"),
+                             ("create-graph-ignored", "double-backward-accumulates"),
+                             ("retain-graph-default-false", "retain-graph-default"),
+                             ("grad-with-history-replaced", "double-backward-accumulates")]:
         assert by_name[mutant][exercise] == "1", (mutant, exercise)
 
 

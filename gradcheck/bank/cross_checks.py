@@ -7,10 +7,19 @@ from __future__ import annotations
 from typing import Iterable
 
 from gradcheck.bank import yaml_reader
-from gradcheck.bank.models import Exercise, Point, SampledCheck, Step, parse_program, value_size
+from gradcheck.bank.models import (
+    Exercise,
+    HessianCheck,
+    Point,
+    SampledCheck,
+    Step,
+    parse_program,
+    value_size,
+)
 from gradcheck.bank.problems import listing, suggest
-from gradcheck.program.language import Program, ProgramError
+from gradcheck.program.language import Program, ProgramError, free_names
 from gradcheck.program.ops import allowed
+from gradcheck.program.session import WARNINGS, parse_expect, target_name
 
 _Issue = tuple[yaml_reader.Path, str, tuple[int, int] | None]
 
@@ -24,7 +33,8 @@ def cross_check(exercise: Exercise) -> tuple[Program | None, list[_Issue]]:
         program = None
         issues.append((("program",), exc.message, (exc.line, exc.column)))
     checks = exercise.checks
-    numeric = [name for name in ("gradients", "sampled", "answers") if getattr(checks, name)]
+    numeric = [name for name in ("gradients", "sampled", "answers", "hessian")
+               if getattr(checks, name)]
     if numeric and not exercise.grad_names:
         issues.append((("inputs",), f"no input requires grad, so {numeric[0]} has nothing to "
                                     "check; set requires_grad: true on one", None))
@@ -38,7 +48,20 @@ def cross_check(exercise: Exercise) -> tuple[Program | None, list[_Issue]]:
                 issues += _point_issues(exercise, case.at, where + ("at",))
             issues += _grads_issues(exercise, case.grads, where + ("grads",))
     if checks.sampled:
-        issues += _domain_issues(exercise, checks.sampled)
+        issues += _domain_issues(exercise, checks.sampled, ("checks", "sampled"))
+    if checks.hessian:
+        for i, point in enumerate(checks.hessian.points):
+            issues += _point_issues(exercise, point, ("checks", "hessian", "points", i))
+        if checks.hessian.vector is not None:
+            where = ("checks", "hessian", "vector")
+            vector = checks.hessian.vector
+            issues += _grads_issues(exercise, vector, where)
+            missing = [name for name in exercise.grad_names if name not in vector]
+            if missing:
+                issues.append((where, f"the vector gives every input that requires grad; add "
+                                      f"{listing(missing)}", None))
+        if checks.hessian.count:
+            issues += _domain_issues(exercise, checks.hessian, ("checks", "hessian", "count"))
     if program is not None:
         issues += _program_issues(exercise, program, numeric)
     return program, issues
@@ -70,11 +93,21 @@ def _step_issues(exercise: Exercise, steps: list[Step], names: set[str]) -> list
     """Names in behaviour steps, in order: a `detach` step defines a new name for later steps."""
     issues: list[_Issue] = []
     known = set(names)
+    gradients: set[str] = set()  # names bound by grad steps
     for i, step in enumerate(steps):
         here = ("checks", "behaviour", "steps", i)
         used: list[tuple[yaml_reader.Path, str]] = []
-        if step.backward and step.backward.of:
-            used.append((("backward", "of"), step.backward.of))
+        for action in ("backward", "grad"):
+            of = getattr(getattr(step, action), "of", None)
+            if of:
+                used.append(((action, "of"), target_name(of)))
+        used += [(("grad", "wrt", j), name) for j, name in enumerate(step.grad.wrt if step.grad
+                                                                      else [])]
+        if step.compute:
+            try:
+                used += [(("compute", "expr"), name) for name in free_names(step.compute.expr)]
+            except ProgramError as exc:
+                issues.append((here + ("compute", "expr"), exc.message, None))
         for key in ("zero_grad", "retain_grad"):
             used += [((key, j), name) for j, name in enumerate(getattr(step, key) or [])]
         used += [(("requires_grad", name), name) for name in step.requires_grad or {}]
@@ -88,11 +121,30 @@ def _step_issues(exercise: Exercise, steps: list[Step], names: set[str]) -> list
                    for path, name in used if name not in known]
         if step.detach:
             known.add(step.detach.name)
+        if step.grad:
+            known.update(step.grad.names)
+            gradients.update(step.grad.names)
+        if step.compute:
+            known.add(step.compute.name)
         for j, item in enumerate(step.expect):
-            name = item.split(".", 1)[1]
-            if name not in known:
+            kind, name, _ = parse_expect(item)
+            if item == WARNINGS:
+                if _creates_graph(step):
+                    issues.append((here + ("expect", j), "torch warns about create_graph=True "
+                                   "only once in a process, so its warnings cannot be compared "
+                                   "here; compare warnings in a step without create_graph", None))
+            elif name not in known:
                 issues.append((here + ("expect", j), _unknown(name, known), None))
+            elif kind == "grad_fn" and name in gradients:
+                issues.append((here + ("expect", j), f"{name} is a gradient, whose grad_fn "
+                               "names are torch's internals; compare has_grad_fn."
+                               f"{name} instead", None))
     return issues
+
+
+def _creates_graph(step: Step) -> bool:
+    return any(getattr(getattr(step, action), "create_graph", False)
+               for action in ("backward", "grad"))
 
 
 def _point_issues(exercise: Exercise, point: Point, where: yaml_reader.Path) -> list[_Issue]:
@@ -129,12 +181,12 @@ def _shape_issues(exercise: Exercise, name: str, value: float | list[float],
     return [(where, f"{name!r} is {shape} (as its value under inputs)", None)]
 
 
-def _domain_issues(exercise: Exercise, sampled: SampledCheck) -> list[_Issue]:
+def _domain_issues(exercise: Exercise, sampled: SampledCheck | HessianCheck,
+                   where: yaml_reader.Path) -> list[_Issue]:
     issues: list[_Issue] = []
     if not any(spec.domain for spec in exercise.inputs.values()):
-        issues.append((("checks", "sampled"), "no input has a domain to sample from; give at "
-                                              "least one input a domain: {low: .., high: ..}",
-                       None))
+        issues.append((where, "no input has a domain to sample from; give at least one input a "
+                              "domain: {low: .., high: ..}", None))
     for name, spec in exercise.inputs.items():
         if spec.domain is not None:
             try:

@@ -39,14 +39,17 @@ from gradcheck.bank.tolerances import Tolerance as Closeness
 from gradcheck.bank.tolerances import Tolerances
 from gradcheck.program.language import MAX_VECTOR, Program, parse, remember
 from gradcheck.program.ops import Interval
-from gradcheck.program.session import ACTIONS, EXPECT_KINDS
+from gradcheck.program.session import ACTIONS, EXPECT_KINDS, GRAD_FIELDS, WARNINGS
 
 SUFFIX = ".exercise.yaml"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "exercise.schema.json"
 SCHEMA_COMMENT = "# yaml-language-server: $schema="
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
-EXPECT_PATTERN = rf"^({'|'.join(EXPECT_KINDS)})\.[A-Za-z][A-Za-z0-9_]*$"
+_NAME = "[A-Za-z][A-Za-z0-9_]*"
+EXPECT_PATTERN = (rf"^(({'|'.join(EXPECT_KINDS)})\.{_NAME}|grad\.{_NAME}\.({'|'.join(GRAD_FIELDS)})"
+                  rf"|{WARNINGS})$")
+TARGET_PATTERN = rf"^{_NAME}(\.grad)?$"
 
 #: A file or folder, or several.
 PathArg = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
@@ -74,7 +77,10 @@ Name = _pattern(NAME_PATTERN, "a usable name; use letters, digits and _, startin
 ExerciseId = _pattern(ID_PATTERN, "a usable id; use lowercase letters, digits and -, starting "
                                   "with a letter or a digit")
 Expect = _pattern(EXPECT_PATTERN, f"something to compare; write KIND.NAME with KIND one of "
-                                  f"{', '.join(EXPECT_KINDS)} (for example grad.x)")
+                                  f"{', '.join(EXPECT_KINDS)} (for example grad.x), "
+                                  f"grad.NAME.FIELD with FIELD one of {', '.join(GRAD_FIELDS)}, "
+                                  f"or {WARNINGS}")
+Target = _pattern(TARGET_PATTERN, "a variable, or a variable's gradient (x or x.grad)")
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -213,6 +219,21 @@ class SampledCheck(_OracleCheck):
     """Minimum distance of a drawn value from its domain's edges and `avoid` points."""
 
 
+class HessianCheck(_OracleCheck):
+    """Second derivatives against the oracles, by double backward: every row of the Hessian
+    (or, with `vector`, the Hessian-vector product) at the inputs' values, at the listed points
+    and at `count` points drawn from the domains. Graded live, never from an answer key."""
+
+    points: list[Point] = []
+    """More points, each giving every input."""
+    count: int = Field(0, ge=0, le=200)
+    """How many points to draw from the inputs' domains (a fixed seed per run)."""
+    margin: NonNegative = 0.05
+    """Minimum distance of a drawn value from its domain's edges and `avoid` points."""
+    vector: Point | None = None
+    """A vector v, giving each input that requires grad: grade H v instead of the Hessian."""
+
+
 class Answer(_Model):
     """A hand-derived answer; `validate` checks it against the oracles."""
 
@@ -253,14 +274,43 @@ class Forward(_Model):
 
 
 class Backward(_Model):
-    """`of.backward(gradient=..., retain_graph=...)`."""
+    """`of.backward(gradient=..., retain_graph=..., create_graph=...)`."""
 
-    of: Name | None = None
-    """What to call backward on; default: the output."""
+    of: Target | None = None
+    """What to call backward on: a variable, or `x.grad` for a gradient made with create_graph;
+    default: the output."""
     gradient: Value | None = None
     """The `gradient` argument (for a non-scalar); default: none given."""
-    retain_graph: bool = False
-    """Keep the graph for another backward pass."""
+    retain_graph: bool | None = None
+    """Keep the graph for another backward pass; default: not given (torch's default is
+    create_graph's value)."""
+    create_graph: bool = False
+    """Build the gradients' own graph, so that they can be differentiated again."""
+
+
+class Grad(_Model):
+    """`names = grad(of, wrt, create_graph=..., retain_graph=..., allow_unused=...)`: the module's
+    `grad()`, like `torch.autograd.grad`; each gradient is bound to a new name."""
+
+    of: Target | None = None
+    """What to differentiate: a variable, or `x.grad`; default: the output."""
+    wrt: list[Name] = Field(min_length=1)
+    """The inputs (or variables) to differentiate with respect to."""
+    names: list[Name] = Field(min_length=1)
+    """A new name for each gradient, in the order of `wrt`."""
+    create_graph: bool = False
+    """Give the gradients a history, so that they can be differentiated again."""
+    retain_graph: bool | None = None
+    """Keep the graph; default: not given (torch's default is create_graph's value)."""
+    allow_unused: bool = False
+    """An input the output does not depend on gives None instead of raising."""
+
+    @model_validator(mode="after")
+    def _one_name_each(self) -> Grad:
+        if len(self.names) != len(self.wrt):
+            raise ValueError(f"give one name per input of wrt: {len(self.wrt)} inputs, "
+                             f"{len(self.names)} names")
+        return self
 
 
 class Detach(_Model):
@@ -279,6 +329,16 @@ class Sgd(_Model):
     """The learning rate."""
     params: list[Name] = Field(min_length=1)
     """The inputs to update."""
+
+
+class Compute(_Model):
+    """`name = expr`: an expression of the program language over the session's variables,
+    computed by the engine (for example `x - g / h`, a Newton step from two gradients)."""
+
+    name: Name
+    """The new variable."""
+    expr: str = Field(min_length=1)
+    """The expression, such as `(g * g).sum()`."""
 
 
 class Step(_Model):
@@ -300,9 +360,15 @@ class Step(_Model):
     """Call `.requires_grad_(flag)` on each."""
     sgd: Sgd | SkipJsonSchema[None] = None
     """One step of gradient descent."""
+    grad: Grad | SkipJsonSchema[None] = None
+    """Gradients by the module's grad(), bound to new names."""
+    compute: Compute | SkipJsonSchema[None] = None
+    """A new variable computed from the session's variables."""
     expect: list[Expect] = []
-    """After the step, compare grad.NAME, value.NAME, requires_grad.NAME, is_leaf.NAME or
-    grad_fn.NAME (whether the step raised is always compared)."""
+    """After the step, compare grad.NAME, value.NAME, requires_grad.NAME, is_leaf.NAME,
+    grad_fn.NAME, has_grad_fn.NAME, grad.NAME.requires_grad / is_leaf / has_grad_fn (of a
+    gradient), or warnings (the categories of the warnings the step issued); whether the step
+    raised is always compared."""
 
     @model_validator(mode="before")
     @classmethod
@@ -347,6 +413,8 @@ class Checks(_Model):
     """The graph's structure."""
     behaviour: BehaviourCheck | None = None
     """A session of backward passes and grad handling."""
+    hessian: HessianCheck | None = None
+    """Second derivatives (the Hessian, or a Hessian-vector product)."""
 
     @model_validator(mode="after")
     def _some(self) -> Checks:
@@ -449,13 +517,20 @@ class Exercise(_Model):
             return [base] + [{**base, **p} for p in self.checks.gradients.points]
         if check == "answers":
             return [{**base, **(case.at or {})} for case in self.checks.answers.cases]
+        if check == "hessian":
+            hessian = self.checks.hessian
+            drawn = self.sampling(seed, "hessian").draw() if hessian.count else []
+            return [base] + [{**base, **p} for p in hessian.points] + drawn
         return self.sampling(seed).draw()
 
-    def sampling(self, seed: int = 0) -> Sampling:
-        """How the `sampled` check's points are drawn at `seed`, without drawing them."""
+    def sampling(self, seed: int = 0, check: str = "sampled") -> Sampling:
+        """How a check's sampled points (`sampled`, or `hessian`'s `count`) are drawn at
+        `seed`, without drawing them."""
         domains = {n: i.domain.interval() for n, i in self.inputs.items() if i.domain}
-        return Sampling({n: self.sizes[n] for n in domains}, domains, self.checks.sampled.margin,
-                        self.checks.sampled.count, seed, self.values)
+        options = getattr(self.checks, check)
+        count = options.count
+        return Sampling({n: self.sizes[n] for n in domains}, domains, options.margin, count,
+                        seed, self.values)
 
     def line_of(self, field_path: str | tuple[str | int, ...]) -> int:
         """The line of a field (or of its nearest written parent); 0 if not loaded from a file."""

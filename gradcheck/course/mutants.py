@@ -192,9 +192,9 @@ BEHAVIOUR = (
             "Every intermediate value keeps its .grad, as if retain_grad() had been called on "
             "each one.",
             "an exercise that reads .grad of a non-leaf without retain_grad()",
-            ("_backward", "        if node._grad is not None:\n            _retain(node, g)\n",
-             "        kept = node._grad\n"
-             "        node._grad = kept + g if type(kept) is float else g\n")),
+            ("_backward", "        elif node._grad is not None:\n            _retain(node, g)\n",
+             "        else:\n            kept = node._grad\n"
+             "            node._grad = kept + g if type(kept) is float else g\n")),
     _mutant("retain-grad-ignored",
             "retain_grad() does nothing, so a non-leaf never gets a .grad.",
             "an exercise that calls retain_grad() on an intermediate value and reads its .grad",
@@ -202,8 +202,8 @@ BEHAVIOUR = (
     _mutant("retain-graph-ignored",
             "backward(retain_graph=True) frees the graph anyway, so a second backward() fails.",
             "an exercise that calls backward(retain_graph=True) and then backward() again",
-            ("Tensor.backward", "_backward(nodes, seeds, retain_graph)",
-             "_backward(nodes, seeds, False)")),
+            ("Tensor.backward", "_backward(self._nodes(), seeds, retain_graph, create_graph)",
+             "_backward(self._nodes(), seeds, False, create_graph)")),
     _mutant("graph-never-freed",
             "The graph is never freed, so a second backward() through it works instead of "
             "raising torch's error.",
@@ -223,17 +223,16 @@ BEHAVIOUR = (
             "backward() on a vector without gradient= seeds every element with 1 instead of "
             "raising torch's error.",
             "an exercise that calls backward() on a vector output and expects the error",
-            ("Tensor.backward", "if self.requires_grad and len(nodes) != 1:", "if False:")),
+            ("_seeds", "if t.requires_grad and len(nodes) != 1:", "if False:")),
     _mutant("gradient-argument-ignored",
             "backward(gradient=w) ignores w and seeds every element with 1.",
             "an exercise that calls backward(gradient=w) on a vector with w not all ones",
-            ("Tensor.backward", "seeds = _values(gradient)", "seeds = [1.0] * len(nodes)")),
+            ("_seeds", "else _values(gradient)", "else [1.0] * len(nodes)")),
     _mutant("backward-without-grad-allowed",
             "backward() on a value that does not require grad silently does nothing instead of "
             "raising torch's error.",
             "an exercise that calls backward() on a result of constants and expects the error",
-            ("Tensor.backward", "if not self.requires_grad or self._op is NoGradView:",
-             "if False:")),
+            ("_seeds", "if not t.requires_grad or t._op is NoGradView:", "if False:")),
     _mutant("constants-recorded",
             "Operations on tensors that do not require grad are recorded anyway: results of "
             "constants get a grad_fn.",
@@ -271,5 +270,53 @@ KINKS = (
              "e - 1.0)))", "g * (e * _pow_number(node._a._value, e - 1.0))")),
 )
 
+#: Second order: gradients that cannot be differentiated again, or are differentiated wrongly.
+SECOND_ORDER = (
+    _mutant("pow-graph-on-floats",
+            "With create_graph=True, x ** c computes its slope c * x**(c-1) on plain floats, so "
+            "the gradient has no history: its own derivative is lost.",
+            "an exercise that differentiates the gradient of x ** 2 again (create_graph=True), "
+            "and checks that the gradient requires grad",
+            ("PowBackward0.graph", "g * (e * node._a ** (e - 1.0))",
+             "g * (e * _pow_number(node._a._value, e - 1.0))")),
+    _mutant("relu-graph-on-floats",
+            "With create_graph=True, relu's slope (0 or 1) is a float, so a gradient through "
+            "relu alone has no history; torch's has one (its derivative is 0).",
+            "an exercise that reads requires_grad of a gradient through relu after "
+            "backward(create_graph=True)",
+            ("ReluBackward0.graph", "g * _unary(StepBackward0, node)",
+             "g * (1.0 if node._value > 0.0 else 0.0)")),
+    _mutant("tanh-graph-half-detached",
+            "With create_graph=True, tanh's slope 1 - t**2 is built as 1 - t * t.value: the value "
+            "is right, but one factor of t has no history, so the second derivative is wrong.",
+            "an exercise that checks the second derivative of tanh (a Hessian check)",
+            ("TanhBackward0.graph", "g * (1.0 - node * node)", "g * (1.0 - node * node._value)")),
+    _mutant("sigmoid-graph-sign-error",
+            "With create_graph=True only, sigmoid sends g * (s - 1) * s instead of "
+            "g * (1 - s) * s: first-order backward() is right, the graph version is not.",
+            "an exercise that differentiates through sigmoid with create_graph=True",
+            ("SigmoidBackward0.graph", "g * (1.0 - node) * node", "g * (node - 1.0) * node")),
+    _mutant("create-graph-ignored",
+            "backward(create_graph=True) computes the gradients on floats anyway, so .grad has "
+            "no history and cannot be differentiated again.",
+            "an exercise that calls backward(create_graph=True) and then backward on x.grad",
+            ("Tensor.backward", "_seeds(self, gradient, create_graph, 0)",
+             "_seeds(self, gradient, False, 0)"),
+            ("Tensor.backward", "_backward(self._nodes(), seeds, retain_graph, create_graph)",
+             "_backward(self._nodes(), seeds, retain_graph)")),
+    _mutant("retain-graph-default-false",
+            "retain_graph defaults to False even with create_graph=True, so the graph is freed "
+            "and a second backward() through it raises.",
+            "an exercise that calls backward(create_graph=True) and then backward() again",
+            ("Tensor.backward", "retain_graph = create_graph", "retain_graph = False")),
+    _mutant("grad-with-history-replaced",
+            "A backward() into a leaf whose .grad has a history (after create_graph=True) "
+            "replaces .grad instead of adding to it.",
+            "an exercise that calls x.grad.backward() after backward(create_graph=True) and "
+            "reads x.grad",
+            ("_accumulate", "g if leaf._grad is None else leaf._grad + g",
+             "g if leaf._grad is None or type(leaf._grad) is not float else leaf._grad + g")),
+)
+
 #: The whole catalogue, in the order the kill matrix lists it.
-CATALOGUE: tuple[Mutant, ...] = SLOPES + BEHAVIOUR + KINKS
+CATALOGUE: tuple[Mutant, ...] = SLOPES + BEHAVIOUR + KINKS + SECOND_ORDER

@@ -42,6 +42,7 @@ PHASES = {
     "requires_grad": "in requires_grad_()",
     "sgd": "in a gradient descent step",
     "grad": "in grad()",
+    "compute": "while computing a step's expression",
 }
 
 _PROTOCOL_NAMES = ("tolist", "backward", "retain_grad", "detach", "requires_grad_", "grad",

@@ -14,12 +14,13 @@ from gradcheck.engine.run import (
     floats,
     lookup,
     plain_numbers,
+    plain_value,
     read_field,
     read_grad_field,
     type_name,
 )
 from gradcheck.engine.wire import ProtocolError
-from gradcheck.program.language import Program
+from gradcheck.program.language import Program, engine_apply, evaluate, free_names, parse
 from gradcheck.program.session import ACTIONS, GRAD_SUFFIX, WARNINGS, parse_expect
 
 
@@ -137,8 +138,22 @@ def _step_sgd(run: Run, program: Program, env: dict, args: Mapping[str, Any]) ->
         env[name] = new
 
 
+def _step_compute(run: Run, program: Program, env: dict, args: Mapping[str, str]) -> None:
+    """`name = expression`, in the program language over the session's variables (gradients
+    bound by grad steps among them), recorded by the engine like the program."""
+    used = {name: lookup(env, name) for name in free_names(args["expr"])}
+    sizes = {}
+    for name, value in used.items():
+        plain = plain_value(value, name)
+        sizes[name] = len(plain) if isinstance(plain, list) else None
+    target = next(f"result{i}" for i in range(len(used) + 1) if f"result{i}" not in used)
+    expression = parse(f"{target} = {args['expr']}", sizes)
+    env[args["name"]] = evaluate(expression, used, engine_apply)[expression.output]
+
+
 _STEPS: dict[str, Callable[..., None]] = {
     "forward": _step_forward, "backward": _step_backward, "zero_grad": _step_zero_grad,
     "retain_grad": _step_retain_grad, "detach": _step_detach,
     "requires_grad": _step_requires_grad, "sgd": _step_sgd, "grad": _step_grad,
+    "compute": _step_compute,
 }

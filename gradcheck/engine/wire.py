@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any, Mapping
 
-from gradcheck.program.language import Program, spec_program
+from gradcheck.program.language import Program, ProgramError, free_names, spec_program
 from gradcheck.program.session import (
     ACTIONS,
     EXPECT_KINDS,
@@ -169,6 +169,8 @@ def _check_steps(program: Program, steps: Any) -> None:
             known.add(args["name"])
         if action == "grad":
             known.update(args["names"])
+        if action == "compute":
+            known.add(args["name"])
         expect = step.get("expect") or []
         _need(isinstance(expect, list) and all(isinstance(e, str) and ("." in e or e == WARNINGS)
                                                for e in expect),
@@ -201,6 +203,14 @@ def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
               and len(args["wrt"]) == len(args["names"]) >= 1
               and all(isinstance(n, str) for n in args["wrt"] + args["names"]))
         return _of(args) + list(args["wrt"]) if ok else None
+    if action == "compute":
+        if not (isinstance(args, Mapping) and set(args) == {"name", "expr"}
+                and all(isinstance(v, str) for v in args.values())):
+            return None
+        try:
+            return free_names(args["expr"])
+        except ProgramError:
+            return None
     if action in ("zero_grad", "retain_grad"):
         return list(args) if names_list else None
     if action == "detach":

@@ -77,6 +77,8 @@ class Agreement:
     quantities: list[Quantity]
     skipped: dict[str, str]  # oracle -> reason
     convention: str | None = None
+    #: second order: each row's direction (`e(a)`, `vector`), shown with its point
+    directions: Sequence[str] | None = None
 
     @property
     def n(self) -> int:
@@ -100,7 +102,8 @@ class Agreement:
         return sorted(found, key=lambda d: d.point)
 
     def point_text(self, i: int) -> str:
-        return format_point(self.program, self.batch, i)
+        text = format_point(self.program, self.batch, i)
+        return text if self.directions is None else f"{text}, direction {self.directions[i]}"
 
     def _detail(self, q: Quantity, i: int, e: int) -> str:
         node_id = -1 if q.crossing is None else int(q.crossing[i, e])
@@ -131,8 +134,14 @@ class Disagreement:
 
 def agree(program: Program, results: Mapping[str, OracleResult | Skipped],
           requires_grad: Sequence[str], points: Any = None,
-          tolerance: Tolerances = Tolerances(), convention: str | None = None) -> Agreement:
-    """Judge, at every point, whether the oracles agree on the value and on each gradient."""
+          tolerance: Tolerances = Tolerances(), convention: str | None = None,
+          directions: Sequence[str] | None = None) -> Agreement:
+    """Judge, at every point, whether the oracles agree on the value and on each gradient.
+
+    With `directions` the results are second order (gradcheck.oracles.second_order): row i is
+    a point and a direction d, its value the first derivative along v, and its gradients
+    those of that derivative (a row of the Hessian, or H d), which always exist (0 where
+    nothing depends on an input)."""
     if convention not in (None, "torch", "jax"):
         raise ValueError(f"convention must be 'torch' or 'jax', not {convention!r}")
     # analytic oracles first, so that reports read "torch ..., jax ..., finite differences ..."
@@ -144,16 +153,20 @@ def agree(program: Program, results: Mapping[str, OracleResult | Skipped],
     if ran:
         out = program.nodes[program.output]
         values = {("numpy" if k == "fd" else k): _wide(r.value) for k, r in ran.items()}
-        quantities.append(_judge_value(program.output_name, out.size, values, tolerance))
-        reached = reached_inputs(program)
+        second = directions is not None
+        quantities.append(_judge_value(f"d{program.output_name}/d(direction)" if second else
+                                       program.output_name, None if second else out.size,
+                                       values, tolerance))
+        reached = set(program.inputs) if second else reached_inputs(program)
         kinks = np.array([bool(OPS[n.op].kinks) if n.op in OPS else False
                           for n in program.nodes])
         for name in dict.fromkeys(requires_grad):
-            quantities.append(_judge_grad(program, name, name in reached, ran, tolerance, kinks))
+            quantities.append(_judge_grad(program, name, name in reached, ran, tolerance, kinks,
+                                          second))
         if convention is not None and convention in ran:
             for q in quantities:
                 _by_convention(q, convention, tolerance)
-    return Agreement(program, batch, quantities, skipped, convention)
+    return Agreement(program, batch, quantities, skipped, convention, directions)
 
 
 def _wide(a: np.ndarray) -> np.ndarray:
@@ -172,7 +185,7 @@ def _judge_value(name: str, size: int | None, values: dict[str, np.ndarray],
 
 
 def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, OracleResult],
-                tolerance: Tolerances, kinks: np.ndarray) -> Quantity:
+                tolerance: Tolerances, kinks: np.ndarray, second: bool = False) -> Quantity:
     estimates = {k: _wide(r.grads[name]) for k, r in ran.items()}
     analytic = [estimates[k] for k in ANALYTIC if k in estimates]
     fd = ran.get("fd")
@@ -209,6 +222,8 @@ def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, Or
     out = program.output_name
     label = f"d{out}/d{name}" if program.nodes[program.output].size is None else \
         f"d(sum of {out})/d{name}"
+    if second:
+        label = f"d2{out}/d(direction) d{name}"
     return Quantity(name, label, program.inputs[name], reached, estimates, estimates[source], tol,
                     reason == _AGREED, reason, np.zeros(shape, bool), crossing)
 
@@ -283,13 +298,16 @@ class Grading:
 
 def grade(program: Program, points: Any, requires_grad: Sequence[str],
           results: Mapping[str, OracleResult | Skipped], found: Sequence[Any],
-          tolerance: Tolerances = Tolerances(), convention: str | None = None) -> Grading:
+          tolerance: Tolerances = Tolerances(), convention: str | None = None,
+          directions: Sequence[str] | None = None) -> Grading:
     """Grade an engine's answers at a batch of points against the oracles' results there.
 
     `found[i]` is the engine's reply at point i, as plain JSON data:
     `{"value": v, "grads": {name: g | None}, "error": {"type", "message", "phase"} | None}`.
+    With `directions`, point i is a point and a direction, as :func:`agree` reads them.
     """
-    agreement = agree(program, results, requires_grad, points, tolerance, convention)
+    agreement = agree(program, results, requires_grad, points, tolerance, convention,
+                      directions)
     n = agreement.n
     if len(found) != n:
         raise ValueError(f"{len(found)} answers for {n} points")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from gradcheck import oracles
+from gradcheck.oracles import second_order
 from gradcheck.bank import bundled
 from gradcheck.bank.loader import Bank, load_bank
 from gradcheck.bank.models import Exercise
@@ -149,11 +150,11 @@ class Grader:
         """One result per check of `exercise`; a fault costs only the checks it touches."""
         shares = score.check_points(exercise)
         budget = _Budget(self.timeout or exercise.timeout)
-        absent, blocked_by = self._absent_operations(exercise, budget)
         results = []
         for name, max_score in shares.items():
             started = time.monotonic()
             self._detail = {}
+            absent, blocked_by = self._absent_operations(exercise, name, budget)
             if absent:
                 status, message, notes = "failed", absent, []
             else:
@@ -216,6 +217,8 @@ class Grader:
             points, jax_ahead = self._drawn(exercise, name)
             return self._gradients(exercise, points, self._wanted(exercise, name), budget,
                                    jax_ahead)
+        if name == "hessian":
+            return self._hessian(exercise, budget)
         verdict = verdicts.graph if name == "graph" else _behaviour_verdict
         return self._against_torch(exercise, torch_request(exercise, name), budget, verdict)
 
@@ -320,6 +323,37 @@ class Grader:
                                     lambda index: self.key.walk(exercise, points, index))
         return "failed", _with_hint(message, exercise), grading.author_notes
 
+    def _hessian(self, exercise: Exercise, budget: _Budget) -> tuple[str, str, list[str]]:
+        """Second derivatives by double backward against the oracles' (always computed live:
+        an answer key holds no second-order results; torch and jax where installed)."""
+        check = exercise.checks.hessian
+        points = exercise.check_points("hessian", sample_seed(self.seed, exercise.id))
+        names = exercise.grad_names
+        rows, _, labels = second_order.expand(points, second_order.directions(
+            exercise.program, names, check.vector))
+        expected = self._in_background("gradcheck-oracles", second_order.compute,
+                                       exercise.program, points, names, check.vector,
+                                       self._wanted(exercise, "hessian"))
+        reply = self._ask(exercise, {"kind": "hessian", "program": exercise.program.spec(),
+                                     "points": points, "requires_grad": names,
+                                     "vector": check.vector}, budget)
+        if isinstance(reply, Failure):
+            return "failed", reply.message, []
+        grading = compare.grade(exercise.program, rows, names, expected.result(),
+                                reply["results"], exercise.tolerance.pair(), exercise.convention,
+                                labels)
+        if grading.count("skipped") == len(labels):
+            return "skipped", grading.message, grading.author_notes
+        if grading.passed:
+            return "passed", grading.message, grading.author_notes
+        out = exercise.program.output_name
+        message = (f"{grading.message}\n(direction e(x) is the row of input x: "
+                   f"d{out}/d(direction) is then d{out}/dx, as backward(create_graph=True) "
+                   f"leaves it in x.grad, and d2{out}/d(direction) dy is its derivative with "
+                   "respect to y, from a backward of that gradient; direction vector is the "
+                   "check's vector, for a Hessian-vector product)")
+        return "failed", _with_hint(message, exercise), grading.author_notes
+
     def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
                         wanted: list[str], early: tuple[Future, int] | None = None
                         ) -> dict[str, oracles.OracleResult | oracles.Skipped]:
@@ -396,22 +430,41 @@ class Grader:
                                                       f"{where}")
         return reply
 
-    def _absent_operations(self, exercise: Exercise, budget: _Budget) -> tuple[str, str]:
-        """A message naming what the exercise needs and the engine lacks, or '', and the first
-        piece it lacks as reports name it (`CheckResult.blocked_by`)."""
+    def _absent_operations(self, exercise: Exercise, check: str, budget: _Budget
+                           ) -> tuple[str, str]:
+        """A message naming what a check of the exercise needs and the engine lacks, or '', and
+        the first piece it lacks as reports name it (`CheckResult.blocked_by`)."""
         if self._missing is None:
             reply = self._ask(exercise, {"kind": "inspect"}, budget)
             if isinstance(reply, Failure):
                 return reply.message, ""
             self._missing = dict(reply.get("details", {}))
         needed = exercise.program.ops_used() | {"tensor", "no_grad", "tolist", "backward",
-                                                "grad"}
+                                                "grad"} | higher_order_needs(exercise, check)
         absent = [name for name in self._missing if name in needed]
         if not absent:
             return "", ""
         details = "; ".join(self._missing[name] for name in absent)
-        return (f"your engine is missing {', '.join(absent)}, which this exercise uses "
+        what = "this check" if set(absent) <= set(handler.HIGHER_ORDER) else "this exercise"
+        return (f"your engine is missing {', '.join(absent)}, which {what} uses "
                 f"({details}). Implement it to earn these points.", _piece(absent[0]))
+
+
+def higher_order_needs(exercise: Exercise, check: str) -> set[str]:
+    """What of the higher-order protocol a check uses: backward's create_graph (a Hessian
+    check, or a step that creates a graph) and the module's grad() (a grad step)."""
+    if check == "hessian":
+        return {handler.CREATE_GRAPH}
+    if check != "behaviour":
+        return set()
+    needs = set()
+    for step in exercise.checks.behaviour.steps:
+        args = step.backward or step.grad
+        if args is not None and args.create_graph:
+            needs.add(handler.CREATE_GRAPH)
+        if step.grad is not None:
+            needs.add(handler.GRAD_FUNCTION)
+    return needs
 
 
 class _Budget:
@@ -430,7 +483,9 @@ CHECK_TITLES = {
     "answers": "hand-derived answers",
     "graph": "the graph (grad_fn, leaves)",
     "behaviour": "autograd behaviour, step by step",
+    "hessian": "second derivatives (double backward)",
 }
+
 
 
 def prestart(key: object, oracles: Sequence[str] | None) -> None:
@@ -448,6 +503,8 @@ def _piece(name: str) -> str:
         return f"__{'truediv' if name == 'div' else name}__"
     if op is not None and op.kind == SELECT:
         return "__getitem__"
+    if name in handler.HIGHER_ORDER:
+        return "backward(create_graph=True)" if name == handler.CREATE_GRAPH else name
     return f".{name}" if name in ("grad", "requires_grad", "is_leaf", "grad_fn") else f"{name}()"
 
 

@@ -40,6 +40,7 @@ from gradcheck.grading.chain_rule import (
 from gradcheck.grading.compare import Grading
 from gradcheck.program.language import Program, parse
 from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
+from gradcheck.program.session import WARNINGS, parse_expect
 
 Ask = Callable[[dict[str, Any]], Any]  # a request -> the reply, or a sandbox Failure
 Truth = Callable[[int], "Walk | None"]  # a point's index -> torch's walk there, if known
@@ -319,8 +320,11 @@ def step_code(step: Any, output: str) -> str:
     args = getattr(step, action)
     if action == "backward":
         given = [f"gradient=tensor({args.gradient!r})"] * (args.gradient is not None)
-        given += ["retain_graph=True"] * args.retain_graph
-        return f"{args.of or output}.backward({', '.join(given)})"
+        return f"{args.of or output}.backward({', '.join(given + _flags(args))})"
+    if action == "grad":
+        wrt = ", ".join(args.wrt) + ("," if len(args.wrt) == 1 else "")
+        call = ", ".join([args.of or output, f"({wrt})", *_flags(args)])
+        return f"{', '.join(args.names)} = grad({call})"
     if action == "forward":
         return "the program again" + (" under no_grad()" if args.no_grad else "")
     if action == "zero_grad":
@@ -329,15 +333,30 @@ def step_code(step: Any, output: str) -> str:
         return "; ".join(f"{name}.retain_grad()" for name in args)
     if action == "detach":
         return f"{args.name} = {args.of}.detach()"
+    if action == "compute":
+        return f"{args.name} = {args.expr}"
     if action == "requires_grad":
         return "; ".join(f"{name}.requires_grad_({flag})" for name, flag in args.items())
     return "; ".join(f"{p} = {p} - {args.lr!r} * {p}.grad" for p in args.params) + " (no_grad)"
 
 
+def _flags(args: Any) -> list[str]:
+    """The keyword arguments a backward or grad step passes, as code."""
+    given = [f"retain_graph={args.retain_graph}"] * (args.retain_graph is not None)
+    given += ["create_graph=True"] * args.create_graph
+    return given + ["allow_unused=True"] * bool(getattr(args, "allow_unused", False))
+
+
 def observation_name(item: str) -> str:
-    """`grad.x` as engine code: `x.grad`."""
-    kind, name = item.split(".", 1)
-    return f"{name}.{kind}"
+    """`grad.x` as engine code: `x.grad`; `grad.x.is_leaf`: `x.grad.is_leaf`."""
+    kind, name, field = parse_expect(item)
+    if kind == WARNINGS:
+        return "the warnings it issued (their categories)"
+    if kind == "has_grad_fn":
+        return f"whether {name}.grad_fn is set"
+    if field == "has_grad_fn":
+        return f"whether {name}.grad.grad_fn is set"
+    return f"{name}.{kind}" + (f".{field}" if field else "")
 
 
 # --- wording and comparison ---------------------------------------------------------------------

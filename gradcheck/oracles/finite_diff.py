@@ -148,3 +148,51 @@ def _per_input(program: Program, requires_grad: tuple[str, ...], rows: np.ndarra
         start += size or 1
     return out
 
+
+
+# --- second order ---------------------------------------------------------------------------------
+
+#: steps along a direction, relative to max(1, |x|): the gradients differenced are themselves
+#: finite differences (relative error about 1e-13), so the steps are wider than first order's.
+SECOND_CENTRAL_STEP = EPS ** (1 / 4)
+SECOND_FIVE_POINT_STEP = EPS ** (1 / 6)
+#: offsets along the direction, in steps: the point, then +-hc, +-h5, +-2 h5
+_ALONG = ((0, 0.0), (1, 1.0), (1, -1.0), (2, 1.0), (2, -1.0), (2, 2.0), (2, -2.0))
+
+
+def run_second(program: Program, batch: Batch, tangent: Batch,
+               requires_grad: tuple[str, ...]) -> OracleResult:
+    """grad f . d and its derivative along d, H d, at every point (gradcheck.oracles.second_order):
+    this module's first-order gradients at points moved along d, differenced by the central and
+    the 5-point stencil. A kink or pole within any of those gradients' stencils is marked as
+    first order marks it, so that a disagreement there is explained, never graded."""
+    n = batch_size(batch)
+    moved = [name for name in requires_grad if name in tangent]
+    scale = np.ones(n)
+    for name in moved:
+        scale = np.maximum(scale, np.abs(batch[name]).reshape(n, -1).max(axis=1))
+    steps = {1: SECOND_CENTRAL_STEP * scale, 2: SECOND_FIVE_POINT_STEP * scale}
+    rows = {}
+    for name, column in batch.items():
+        copies = []
+        for kind, times in _ALONG:
+            shift = 0.0 if kind == 0 or name not in moved else (
+                times * steps[kind].reshape((n,) + (1,) * (column.ndim - 1)) * tangent[name])
+            copies.append(column + shift)
+        rows[name] = np.concatenate(copies)
+    inner = run(program, rows, requires_grad)
+    value = np.zeros(n)
+    grads, central, crossing = {}, {}, {}
+    marks = np.full(n, -1)
+    for name in requires_grad:  # the first kink or edge any gradient's stencil crosses
+        seen = inner.crossing[name].reshape(len(_ALONG), n, -1).max(axis=(0, 2))
+        marks = np.where(marks >= 0, marks, seen)
+    for name in requires_grad:
+        g = inner.grads[name].reshape((len(_ALONG), n) + batch[name].shape[1:])
+        shape = (n,) + (1,) * (g.ndim - 2)
+        hc, h5 = steps[1].reshape(shape), steps[2].reshape(shape)
+        value += (g[0] * tangent[name]).reshape(n, -1).sum(axis=1)
+        central[name] = (g[1] - g[2]) / (2 * hc)
+        grads[name] = (8 * (g[3] - g[4]) - (g[5] - g[6])) / (12 * h5)
+        crossing[name] = np.broadcast_to(marks.reshape(shape), g[0].shape).copy()
+    return OracleResult("fd", value, grads, central=central, crossing=crossing)

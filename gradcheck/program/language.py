@@ -99,6 +99,21 @@ def parse(source: str, inputs: Mapping[str, int | None], output: str | None = No
     return _Parser(source, inputs).program(tree, output)
 
 
+def free_names(expression: str) -> list[str]:
+    """The variables an expression reads (not the functions it calls), in order of first use;
+    raises ProgramError if it is not a single expression."""
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as exc:
+        raise ProgramError(f"not valid syntax: {exc.msg}", exc.lineno or 1,
+                           exc.offset or 1) from None
+    except (RecursionError, MemoryError):
+        raise ProgramError(_TOO_DEEP) from None
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return list(dict.fromkeys(node.id for node in ast.walk(tree)
+                              if isinstance(node, ast.Name) and id(node) not in called))
+
+
 def spec_program(spec: Mapping[str, Any]) -> Program:
     """Rebuild a program from :meth:`Program.spec`. Remembered: the grader and the worker each
     check every request's program, several requests a program, and a looped one unrolls to

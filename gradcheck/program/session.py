@@ -3,7 +3,7 @@ kinds of field an expectation may read (`grad.x`, `is_leaf.y`, `grad.x.requires_
 `warnings`)."""
 
 ACTIONS = ("forward", "backward", "zero_grad", "retain_grad", "detach", "requires_grad", "sgd",
-           "grad")
+           "grad", "compute")
 EXPECT_KINDS = ("grad", "value", "requires_grad", "is_leaf", "grad_fn", "has_grad_fn")
 #: what `grad.NAME.FIELD` reads of a gradient: a gradient made with create_graph has a history.
 GRAD_FIELDS = ("requires_grad", "is_leaf", "has_grad_fn")
