@@ -146,3 +146,98 @@ def test_a_deep_chain_differentiates_twice_without_recursion():
     (g,) = REF.grad(y, x, create_graph=True)
     (h,) = REF.grad(g, x)
     assert math.isfinite(g.tolist()) and math.isfinite(h.tolist())
+
+
+# --- the oracles, the hessian check and the behaviour words, graded --------------------------------
+
+from gradcheck.bank.loader import load_exercise  # noqa: E402
+from gradcheck.bank.bundled import bank_dir  # noqa: E402
+from gradcheck.course.mutants import CATALOGUE  # noqa: E402
+from gradcheck.course.mutation import mutate  # noqa: E402
+from gradcheck.grading import compare  # noqa: E402
+from gradcheck.grading.grader import Grader  # noqa: E402
+from gradcheck.oracles import second_order  # noqa: E402
+
+HIGHER = bank_dir() / "08-higher-order"
+
+
+def test_three_oracles_agree_on_second_derivatives_and_leave_a_kink_ungraded():
+    program = parse("z = (w * w * w).sum() * tanh(x) + relu(x) * x", {"w": 2, "x": None})
+    points = [{"w": [1.0, -0.5], "x": 0.7}, {"w": [0.3, 2.0], "x": 0.0}]
+    results = second_order.compute(program, points, ["w", "x"])
+    rows, _, labels = second_order.expand(points, second_order.directions(
+        program, ["w", "x"], None))
+    agreement = compare.agree(program, results, ["w", "x"], rows, directions=labels)
+    x_row = labels.index("e(x)")
+    graded = {q.name: q.graded for q in agreement.quantities}
+    assert graded["x"][x_row].all() and graded["w"][:3].all()  # the first point: all agree
+    kink = len(labels) // len(points) + x_row  # d/dx of relu(x) * x at the second point, x = 0:
+    # finite differences cannot tell
+    assert not graded["x"][kink].all()
+    assert any(d.reason == compare.KINK for d in agreement.disagreements())
+    assert results["torch"].grads["x"][x_row] == pytest.approx(results["jax"].grads["x"][x_row])
+
+
+def _grade(engine: Any, exercise_file: Any) -> dict[str, Any]:
+    with Grader(engine, seed=5) as grader:
+        return {r.check: r for r in grader.grade_exercise(load_exercise(exercise_file))}
+
+
+def _mutant_file(tmp_path: Any, name: str) -> Any:
+    mutant = next(m for m in CATALOGUE if m.name == name)
+    path = tmp_path / f"{name}.py"
+    path.write_text(mutate((reference_path() / "__init__.py").read_text(), mutant))
+    return path
+
+
+def test_the_hessian_check_passes_the_reference_and_fails_a_wrong_second_derivative(tmp_path):
+    exercise = HIGHER / "tanh-sigmoid-second.exercise.yaml"
+    assert _grade("reference", exercise)["hessian"].status == "passed"
+    wrong = _grade(_mutant_file(tmp_path, "tanh-graph-half-detached"), exercise)["hessian"]
+    assert wrong.status == "failed" and wrong.score == 0
+    assert "d2z/d(direction) dx" in wrong.message and "direction e(x)" in wrong.message
+
+
+def test_an_engine_without_create_graph_loses_only_the_checks_that_need_it(tmp_path):
+    exercise = tmp_path / "mixed.exercise.yaml"
+    exercise.write_text("id: mixed\ntitle: t\ntopic: t\npoints: 2\ninputs:\n  x: {value: 0.5}\n"
+                        "program: |\n  z = x * x * x\nchecks:\n  gradients: {}\n"
+                        "  hessian: {}\n")
+    plain = tmp_path / "plain.py"  # the reference's backward without create_graph
+    plain.write_text((reference_path() / "__init__.py").read_text().replace(
+        "retain_graph: bool | None = None,\n                 create_graph: bool = False)",
+        "retain_graph: bool | None = None)").replace(
+        "        seeds = _seeds(self, gradient, create_graph, 0)",
+        "        create_graph = False\n        seeds = _seeds(self, gradient, create_graph, 0)"))
+    results = _grade(plain, exercise)
+    assert results["gradients"].status == "passed"
+    assert results["hessian"].status == "failed"
+    assert "missing create_graph, which this check uses" in results["hessian"].message
+
+
+def test_warnings_are_compared_with_torchs(tmp_path):
+    exercise = bank_dir() / "02-backward" / "nonleaf-grad-warns.exercise.yaml"
+    assert _grade("reference", exercise)["behaviour"].status == "passed"
+    silent = tmp_path / "silent.py"
+    silent.write_text((reference_path() / "__init__.py").read_text().replace(
+        "warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)", "pass"))
+    result = _grade(silent, exercise)["behaviour"]
+    assert result.status == "failed"
+    assert "the warnings it issued (their categories) is [] in your engine; torch gives " \
+           "['UserWarning']" in result.message
+
+
+def test_grad_steps_bind_gradients_and_compute_steps_run_on_the_engine():
+    program = parse("f = exp(x) - 2 * x", {"x": None})
+    steps = [{"grad": {"wrt": ["x"], "names": ["g"], "create_graph": True},
+              "expect": ["value.g", "requires_grad.g", "has_grad_fn.g"]},
+             {"grad": {"of": "g", "wrt": ["x"], "names": ["h"]}, "expect": ["value.h"]},
+             {"compute": {"name": "x1", "expr": "x - g / h"}, "expect": ["value.x1"]}]
+    request = {"kind": "behaviour", "program": program.spec(), "point": {"x": 1.5},
+               "requires_grad": ["x"], "steps": steps}
+    mine, torchs = handler.handle(REF, request), handler.handle(torch_engine, request)
+    assert mine == torchs
+    e = math.exp(1.5)
+    assert torchs["steps"][0]["observed"] == {"value.g": pytest.approx(e - 2),
+                                              "requires_grad.g": True, "has_grad_fn.g": True}
+    assert torchs["steps"][2]["observed"]["value.x1"] == pytest.approx(1.5 - (e - 2) / e)
