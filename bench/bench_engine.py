@@ -1,8 +1,9 @@
 """Benchmark: the reference engine against torch scalar tensors (float64), side by side in one run.
 
-Four figures: (1) build and backpropagate a chain of 200,000 operations, (2) the same for a sum of
+Five figures: (1) build and backpropagate a chain of 200,000 operations, (2) the same for a sum of
 100,000 products, (3) a chain 1,000,000 deep (reference only: it must work, no RecursionError),
-(4) bytes per scalar node, by tracemalloc, while a 200,000-node chain is alive. Each timing is the
+(4) bytes per scalar node, by tracemalloc, while a 200,000-node chain is alive, (5) second
+order: on a chain of 20,000 operations, `grad(y, x, create_graph=True)` then `grad` of that. Each timing is the
 best of `repeat` runs, the two engines alternating so that both see the same machine load.
 Run: `python bench/bench_engine.py`.
 """
@@ -77,6 +78,17 @@ def _time_products(engine: Any, n: int) -> tuple[float, float, float]:
     return built - start, done - built, xs[-1].grad.tolist()
 
 
+def _time_second_order(engine: Any, length: int) -> tuple[float, float, float]:
+    """Seconds for the first derivative with its graph and for the second, and the second."""
+    x, y = chain(engine, length)
+    start = time.perf_counter()
+    (first,) = engine.grad(y, x, create_graph=True)
+    built = time.perf_counter()
+    (second,) = engine.grad(first, x)
+    done = time.perf_counter()
+    return built - start, done - built, second.tolist()
+
+
 def _best(measure: Callable[[Any, int], tuple[float, float, float]], engines: dict[str, Any],
           size: int, repeat: int) -> dict[str, Any]:
     """Best build and backward seconds per engine over `repeat` alternating runs."""
@@ -117,6 +129,7 @@ def run(repeat: int = 3) -> dict[str, Any]:
     results: dict[str, Any] = {
         "chain_200k": _best(_time_chain, engines, 200_000, repeat),
         "sum_of_100k_products": _best(_time_products, engines, 100_000, repeat),
+        "second_order_chain_20k": _best(_time_second_order, engines, 20_000, repeat),
     }
     build, backward, grad = _time_chain(reference, 1_000_000)
     results["chain_1m_reference"] = {"build_s": build, "backward_s": backward,
@@ -128,7 +141,7 @@ def run(repeat: int = 3) -> dict[str, Any]:
 def _table(results: dict[str, Any]) -> str:
     rows = ["| case | reference build + backward | torch build + backward | torch / reference |",
             "|---|---|---|---|"]
-    for case in ("chain_200k", "sum_of_100k_products"):
+    for case in ("chain_200k", "sum_of_100k_products", "second_order_chain_20k"):
         r, t = results[case]["reference"], results[case]["torch"]
         rows.append(f"| {case} | {r['build_s']:.2f} + {r['backward_s']:.2f} = {r['total_s']:.2f} s"
                     f" | {t['build_s']:.2f} + {t['backward_s']:.2f} = {t['total_s']:.2f} s"

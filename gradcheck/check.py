@@ -3,6 +3,8 @@
     >>> report = gradcheck.check("z = (x * y).tanh()", at={"x": 0.5, "y": -1.0})
     >>> report.ok
     True
+    >>> gradcheck.check("z = (x * y).tanh()", at={"x": 0.5, "y": -1.0}, order=2).ok
+    True
 
 The target is a program in the exercise language, or a Python function written against the engine
 protocol (`x * y`, `x.exp()`, `v[0]`, `v.sum()`), which is traced into the same program form by
@@ -10,6 +12,10 @@ calling it once on recording objects; it is never evaluated as text. Points are 
 drawn by hypothesis from `domains`. Without an `engine`, the report says where the oracles agree
 and classifies where they do not; with one (a module with `tensor()`, such as your own engine),
 the engine runs here, in this process, and its gradients are graded as the grader would.
+With `order=2` the second derivatives are checked instead, as torch's `gradgradcheck` and jax's
+`check_grads(order=2)` do: every row of the Hessian (or the Hessian-vector product with
+`vector`), by torch's double backward, jax's jvp of grad and differences of finite-difference
+gradients, and an engine's by `backward(create_graph=True)` and a backward of each gradient.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class CheckReport:
     grading: Grading | None = None  # when an engine was checked
     engine: str | None = None
     seed: int | None = None  # when points were drawn
+    #: 2: second derivatives; each row of `points` is then a point and a direction
+    order: int = 1
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -70,7 +78,8 @@ class CheckReport:
                  f"  program: {_one_line(self.program.source)} -> {self.program.output_name}; "
                  f"inputs {inputs}",
                  f"  points: {n}" + (f" (drawn with seed {self.seed})"
-                                     if self.seed is not None else "")]
+                                     if self.seed is not None else "")
+                 + (" (second order: one per point and direction)" if self.order == 2 else "")]
         ran = [ORACLE_LABELS[k] for k, r in self.results.items() if isinstance(r, OracleResult)]
         lines.append(f"  oracles: {', '.join(ran) or 'none'}")
         lines += [f"  {name}: {reason}" for name, reason in self.skipped.items()]
@@ -104,10 +113,16 @@ def check(target: str | Callable[..., Any], *,
           requires_grad: Sequence[str] | None = None,
           oracles: Sequence[str] = ("fd", "torch", "jax"),
           tolerance: Tolerances | None = None, convention: str | None = None,
-          engine: Any = None) -> CheckReport:
+          engine: Any = None, order: int = 1,
+          vector: Mapping[str, Any] | None = None) -> CheckReport:
     """Check gradients of `target` at the points `at` and at `samples` points drawn from `domains`
     (each kept `margin` away from its edges and avoided points), against the chosen oracles, and,
-    if given, an engine module run in this process."""
+    if given, an engine module run in this process. `order=2` checks second derivatives: the
+    Hessian's rows, or its product with `vector` (a value for each input that requires grad)."""
+    if order not in (1, 2):
+        raise ValueError(f"order is 1 (gradients) or 2 (second derivatives), not {order!r}")
+    if vector is not None and order != 2:
+        raise ValueError("vector= is the direction of a Hessian-vector product: give order=2")
     from gradcheck.bank.domains import draw, points
     from gradcheck.bank.tolerances import Tolerances
     from gradcheck.grading.compare import agree, grade
@@ -125,9 +140,12 @@ def check(target: str | Callable[..., Any], *,
     if not listed and not drawn:
         raise ValueError("no points to check: give them with at=..., or give domains=... to draw "
                          "them from")
+    tolerances = tolerance or Tolerances()
+    if order == 2:
+        return _check_second(program, listed + drawn, wanted, vector, oracles, tolerances,
+                             convention, engine, seed if drawn else None)
     batch = as_batch(program, listed + drawn)
     results = compute(program, batch, wanted, oracles)
-    tolerances = tolerance or Tolerances()
     report = CheckReport(program, batch, wanted, results,
                          agree(program, results, wanted, batch, tolerances, convention),
                          seed=seed if drawn else None)
@@ -136,6 +154,42 @@ def check(target: str | Callable[..., Any], *,
         report.grading = grade(program, batch, wanted, results, replies, tolerances, convention)
         report.engine = getattr(engine, "__name__", type(engine).__name__)
     return report
+
+
+def _check_second(program: Program, listed: list[Mapping[str, Any]], wanted: tuple[str, ...],
+                  vector: Mapping[str, Any] | None, oracles: Sequence[str],
+                  tolerances: Tolerances, convention: str | None, engine: Any,
+                  seed: int | None) -> CheckReport:
+    """`check(..., order=2)`: one row per point and direction, graded as first order is."""
+    from gradcheck.engine import handler
+    from gradcheck.grading.compare import agree, grade
+    from gradcheck.oracles import as_batch, second_order
+
+    points = [{name: _plain_point(p[name]) for name in program.inputs} for p in listed]
+    if vector is not None:
+        vector = {name: _plain_point(vector[name]) for name in wanted}
+    rows, _, labels = second_order.expand(points, second_order.directions(program, wanted,
+                                                                          vector))
+    batch = as_batch(program, rows)
+    results = second_order.compute(program, points, wanted, vector, oracles)
+    report = CheckReport(program, batch, wanted, results,
+                         agree(program, results, wanted, batch, tolerances, convention, labels),
+                         seed=seed, order=2)
+    if engine is not None:
+        reply = handler.handle(engine, {"kind": "hessian", "program": program.spec(),
+                                        "points": points, "requires_grad": list(wanted),
+                                        "vector": vector})
+        report.grading = grade(program, batch, wanted, results, reply["results"], tolerances,
+                               convention, labels)
+        report.engine = getattr(engine, "__name__", type(engine).__name__)
+    return report
+
+
+def _plain_point(value: Any) -> Any:
+    """A point's value as JSON data: a float, or a list of floats."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    return [float(v) for v in value] if isinstance(value, (list, tuple)) else float(value)
 
 
 def run_engine(engine: Any, program: Program, batch: Mapping[str, np.ndarray],

@@ -190,6 +190,7 @@ def _mutant_file(tmp_path: Any, name: str) -> Any:
     return path
 
 
+
 def test_the_hessian_check_passes_the_reference_and_fails_a_wrong_second_derivative(tmp_path):
     exercise = HIGHER / "tanh-sigmoid-second.exercise.yaml"
     assert _grade("reference", exercise)["hessian"].status == "passed"
@@ -241,3 +242,21 @@ def test_grad_steps_bind_gradients_and_compute_steps_run_on_the_engine():
     assert torchs["steps"][0]["observed"] == {"value.g": pytest.approx(e - 2),
                                               "requires_grad.g": True, "has_grad_fn.g": True}
     assert torchs["steps"][2]["observed"]["value.x1"] == pytest.approx(1.5 - (e - 2) / e)
+
+
+def test_check_order_2_checks_second_derivatives_and_an_engine(tmp_path):
+    import gradcheck
+
+    report = gradcheck.check("L = a * b + b ** 2", at={"a": 2.0, "b": 4.0}, order=2,
+                             engine=REF)
+    assert report.ok and report.grading is not None and report.grading.passed
+    assert {k: r.grads["b"].tolist() for k, r in report.results.items()} == {
+        "fd": pytest.approx([1.0, 2.0]), "torch": [1.0, 2.0], "jax": [1.0, 2.0]}
+    hv = gradcheck.check(lambda w: (w * w * w).sum(), at={"w": [1.0, 2.0]}, order=2,
+                         vector={"w": [1.0, -1.0]})
+    assert hv.ok and hv.results["torch"].grads["w"].tolist() == [[6.0, -12.0]]
+    wrong = gradcheck.check("z = tanh(x)", at={"x": 0.7}, order=2, engine=load_submission(
+        _mutant_file(tmp_path, "tanh-graph-half-detached")))
+    assert not wrong.ok and "d2z/d(direction) dx at x=0.7" in wrong.grading.message
+    with pytest.raises(ValueError, match="order is 1"):
+        gradcheck.check("z = x", at={"x": 1.0}, order=3)
