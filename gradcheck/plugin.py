@@ -126,6 +126,7 @@ class GradingSession:
             results=[r for results in self.graded.values() for r in results],
             import_error=grader.import_error if grader else "",
             output=grader.output if grader else "",
+            withheld=grader.withheld if grader else "",
             duration=time.perf_counter() - self._started)
 
     def finish(self, selected: list[Path]) -> None:

@@ -31,9 +31,9 @@ def result(exercise_id, check, status, score, max_score, message="", **fields):
                        topic=fields.pop("topic", "02-backward"), **fields)
 
 
-def make_report(output="", import_error=""):
+def make_report(output="", import_error="", withheld=""):
     return GradeReport(submission="student/engine.py", seed=1234, duration=2.5, output=output,
-                       import_error=import_error, results=[
+                       import_error=import_error, withheld=withheld, results=[
         result("chain-rule", "gradients", "passed", 1.34, 1.34, line=5),
         result("chain-rule", "sampled", "failed", 0.0, 1.33,
                "x.grad is 11.0 at x = 3.0; torch says 12.0 | use `x.grad += ...`\n"
@@ -74,20 +74,23 @@ def test_results_json_has_one_test_per_check_numbered_by_exercise():
 
 
 def test_hidden_tests_count_but_reveal_nothing():
-    data = results_json(make_report(output="forward x=0.7 y=x**3\n"))
+    data = results_json(make_report(output="visible: built 3 nodes\n",
+                                    withheld="forward x=0.7 y=x**3\n"))
     hidden = [t for t in data["tests"] if t["visibility"] == "hidden"]
     assert [t["max_score"] for t in hidden] == [2.0, 1.0]
     assert all(t["output"] == WITHHELD for t in hidden)
     text = json.dumps(data)
     assert SECRET not in text and NOTE not in text
-    # What the engine printed may describe a hidden exercise's program: withheld too.
-    assert "x**3" not in text and "21 characters, not shown" in data["output"]
+    # What the worker of the hidden exercises printed may describe their programs: withheld;
+    # what the worker of the visible ones printed is shown.
+    assert "x**3" not in text and "visible: built 3 nodes" in data["output"]
 
 
-def test_after_due_date_tests_keep_their_message_for_gradescope_to_release():
+def test_after_due_date_tests_show_their_score_but_not_their_message():
+    """Their worker had seen the hidden exercises too: its words could carry them."""
     tests = results_json(make_report())["tests"]
     late = next(t for t in tests if t["visibility"] == "after_due_date")
-    assert late["output"] == LATER
+    assert late["output"] == WITHHELD and late["max_score"] == 1.5
 
 
 def test_output_says_import_failure_seed_and_what_the_engine_printed():
@@ -194,11 +197,11 @@ def test_junit_failures_carry_the_message_with_unprintable_characters_replaced()
 
 
 def test_junit_withholds_details_of_exercises_that_are_not_visible_unless_asked():
-    text = junit_xml(make_report(output="forward x=0.7 y=x**3"))
+    text = junit_xml(make_report(withheld="forward x=0.7 y=x**3"))
     assert SECRET not in text and LATER not in text and "x**3" not in text
     hidden_case = ET.fromstring(text).find("testsuite").findall("testcase")[3]
     assert hidden_case.find("failure").text == WITHHELD
-    revealed = junit_xml(make_report(output="forward x=0.7 y=x**3"), show_hidden=True)
+    revealed = junit_xml(make_report(withheld="forward x=0.7 y=x**3"), show_hidden=True)
     assert SECRET in revealed and LATER in revealed and "x**3" in revealed
 
 
@@ -311,7 +314,7 @@ def test_markdown_keeps_a_message_with_backticks_and_pipes_intact():
 
 
 def test_markdown_withholds_hidden_details_unless_asked():
-    text = render_markdown(make_report(output="forward x=0.7 y=x**3"))
+    text = render_markdown(make_report(withheld="forward x=0.7 y=x**3"))
     assert SECRET not in text and LATER not in text and "x**3" not in text
     assert WITHHELD in text
     assert SECRET in render_markdown(make_report(), show_hidden=True)

@@ -1,6 +1,7 @@
 """The promises of docs/security.md, each proved against a hostile submission or a hostile
 reply; each test is named after the promise it proves."""
 
+import json
 import math
 import os
 import signal
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from test_fuzz import budget
 
 from gradcheck.engine.sandbox import Failure, Worker
+from gradcheck.reports import WITHHELD
 from gradcheck.program.language import parse
 from gradcheck.program.ops import OPS, fold_constant
 
@@ -298,3 +300,91 @@ def test_a_worker_killed_by_any_signal_fails_its_request_by_name(tmp_path):
             if reply.kind == "signal":
                 assert reply.message == (f"the engine crashed with signal {signal_name(number)} "
                                          "in the forward pass")
+
+
+# --- hidden exercises -------------------------------------------------------------------------
+
+from gradcheck import cli  # noqa: E402
+from another_user import PYTHON, UID, as_another_user  # noqa: E402
+
+_EXERCISE = """id: {id}
+title: {id}
+topic: leaks
+points: 2
+visibility: {visibility}
+inputs:
+  x: {{value: 0.5}}
+program: |
+  y = x * {constant} + x.exp()
+output: y
+checks:
+  gradients:
+    points: [{{x: 1.5}}, {{x: -0.25}}]
+    oracles: [fd, torch]
+"""
+#: each exercise's constant: what its program, if it leaked, would show
+CONSTANTS = {"seen-1": "3.5", "seen-2": "2.25", "seen-3": "1.75", "secret-1": "7.125",
+             "secret-2": "6.625", "late-1": "5.375"}
+
+
+def _leak_bank(folder: Path) -> Path:
+    folder.mkdir()
+    for number, (name, constant) in enumerate(CONSTANTS.items()):
+        visibility = {"seen": "visible", "secret": "hidden", "late": "after_due_date"}[
+            name.partition("-")[0]]
+        # hidden ones first in the bank's order: the grader still grades the visible first
+        (folder / f"{5 - number}-{name}.exercise.yaml").write_text(
+            _EXERCISE.format(id=name, visibility=visibility, constant=constant))
+    return folder
+
+
+def _grade_leaky(tmp_path, *options):
+    bank = _leak_bank(tmp_path / "bank")
+    out = tmp_path / "out"
+    code = cli.main(["grade", str(ENGINES / "leaky.py"), "--exercises", str(bank), "--seed",
+                     "1", "--results-json", str(out / "results.json"), "--junit",
+                     str(out / "junit.xml"), "--markdown", str(out / "summary.md"), *options])
+    assert code == 0
+    return out
+
+
+def _assert_nothing_of_the_hidden(text: str) -> None:
+    for name, constant in CONSTANTS.items():
+        if not name.startswith("seen"):
+            assert f"x * {constant}" not in text, name
+
+
+def test_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(tmp_path, capsys):
+    out = _grade_leaky(tmp_path)
+    student = [(out / name).read_text() for name in ("results.json", "junit.xml", "summary.md")]
+    student.append(capsys.readouterr().out)  # the terminal report
+    for text in student:
+        _assert_nothing_of_the_hidden(text)
+    # the worker of the visible exercises leaks only what students may see, and is shown
+    assert "x * 1.75" in student[0] and "could not be imported" in student[0]
+    data = json.loads(student[0])
+    hidden = [test for test in data["tests"] if test["visibility"] != "visible"]
+    assert len(hidden) == 3 and all(test["output"] == WITHHELD for test in hidden)
+
+
+def test_the_exercises_not_visible_are_graded_last_by_a_fresh_worker(tmp_path):
+    """The instructor's report shows what the second worker said: its log begins afresh (a new
+    HOME) and holds no visible program, which were all graded before it started."""
+    out = _grade_leaky(tmp_path, "--show-hidden")
+    instructor = (out / "junit.xml").read_text()
+    withheld = instructor[instructor.index("--- the worker of the exercises not visible"):]
+    withheld = withheld[:withheld.index("</system-out>")]
+    assert "x * 5.375" in withheld and "could not be imported" in withheld
+    assert all(f"x * {constant}" not in withheld
+               for name, constant in CONSTANTS.items() if name.startswith("seen"))
+
+
+@as_another_user
+@pytest.mark.slow
+def test_hardened_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(
+        tmp_path, capsys):
+    """The same, with the worker as a user of its own (the bank and reports stay root's)."""
+    out = _grade_leaky(tmp_path, "--worker-user", str(UID), "--worker-python", PYTHON)
+    for name in ("results.json", "junit.xml", "summary.md"):
+        _assert_nothing_of_the_hidden((out / name).read_text())
+    _assert_nothing_of_the_hidden(capsys.readouterr().out)

@@ -32,7 +32,7 @@ from gradcheck.bank.loader import Bank, load_bank
 from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.engine import handler
-from gradcheck.engine.sandbox import Failure, Worker
+from gradcheck.engine.sandbox import Failure
 from gradcheck.grading import (
     answer_key,
     compare,
@@ -44,6 +44,7 @@ from gradcheck.grading import (
 )
 from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
 from gradcheck.grading.results import CheckResult, GradeReport
+from gradcheck.grading.workers import Workers, details_shown
 from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
 
 DEFAULT_MEMORY_MB = 1024
@@ -98,9 +99,12 @@ class Grader:
         # either (the bundled `torch` submission is torch itself).
         forbid = FRAMEWORKS if self.key is not None and self.label != "torch" else ()
         # `worker`: more options of gradcheck.engine.sandbox.Worker (import_timeout, max_tasks, user...)
-        self.worker = Worker(self.path, **{"memory_mb": memory_mb, "forbid": forbid,
+        #: the worker of the visible exercises, and a fresh one for the others
+        #: (gradcheck.grading.workers)
+        self.workers = Workers(self.path, {"memory_mb": memory_mb, "forbid": forbid,
                                            **(worker or {})})
-        self._missing: dict[str, str] | None = None
+        #: what the engine lacks, per side (a withheld worker's words never reach a shown check)
+        self._missing: dict[bool, dict[str, str]] = {}
         self._torch_records: dict[str, Future[dict[str, Any]] | str] = {}
         #: what this grader gave the oracle threads (gradcheck.grading.oracle_threads), cancelled when it closes
         self._submitted: list[Future] = []
@@ -119,7 +123,7 @@ class Grader:
         self.close()
 
     def close(self) -> None:
-        self.worker.close()
+        self.workers.close()
         if self._helper is not None:
             self._helper.close()
             self._helper = None
@@ -135,14 +139,19 @@ class Grader:
 
     @property
     def import_error(self) -> str:
-        """Why the submission could not be imported (its traceback), or ''."""
-        failure = self.worker.import_failure
-        return (failure.detail or failure.message) if failure is not None else ""
+        """Why the submission could not be imported in the worker of the visible exercises (its
+        traceback), or ''."""
+        return self.workers.import_error()
 
     @property
     def output(self) -> str:
-        """What the submission printed so far, truncated."""
-        return self.worker.output
+        """What the submission printed so far in the worker of the visible exercises, truncated."""
+        return self.workers.output()
+
+    @property
+    def withheld(self) -> str:
+        """What the worker of the other exercises said: for the instructor's reports only."""
+        return self.workers.withheld()
 
     # --- one exercise ---------------------------------------------------------------------------
 
@@ -191,11 +200,13 @@ class Grader:
         for path, error in bank.broken:
             report.results.append(self.broken_result(path, error))
         self._jax_ahead(bank.exercises)
-        # While jax works ahead, the exercises that do not wait for it are graded first. The
-        # order is the same with a key, so that a submission meets the same sequence of
-        # requests in every run, live or keyed.
+        # The visible exercises first, then the others in a fresh worker whose words are withheld
+        # (gradcheck.grading.workers); on each side, while jax works ahead, the exercises that do
+        # not wait for it first. The order is the same with a key, so that a submission meets the
+        # same sequence of requests in every run, live or keyed.
         order = sorted(range(len(bank.exercises)),
-                       key=lambda number: bool(self._jax_checks(bank.exercises[number])))
+                       key=lambda number: (not details_shown(bank.exercises[number]),
+                                           bool(self._jax_checks(bank.exercises[number]))))
         graded: dict[int, list[CheckResult]] = {}
         for number in order:
             exercise = bank.exercises[number]
@@ -204,8 +215,10 @@ class Grader:
             if progress:
                 progress(exercise.id, graded[number])
         report.results += [result for number in sorted(graded) for result in graded[number]]
+        self.workers.close()  # the last worker's output is complete only once it is dead
         report.import_error = self.import_error
         report.output = self.output
+        report.withheld = self.withheld
         report.duration = time.monotonic() - started
         return report
 
@@ -421,9 +434,10 @@ class Grader:
         if remaining <= 0:
             return Failure("timeout", f"not run: the exercise's {budget.seconds:g} s ran out "
                                       "in an earlier check", "")
-        started, importing = time.monotonic(), self.worker.import_seconds
-        reply = self.worker.request(request, timeout=remaining)
-        budget.spent += time.monotonic() - started - (self.worker.import_seconds - importing)
+        worker = self.workers.for_exercise(exercise)
+        started, importing = time.monotonic(), worker.import_seconds
+        reply = worker.request(request, timeout=remaining)
+        budget.spent += time.monotonic() - started - (worker.import_seconds - importing)
         if isinstance(reply, Failure) and reply.kind == "timeout" and reply.phase != "import":
             where = handler.PHASES.get(reply.phase, f"in {reply.phase}")
             return dataclasses.replace(reply, message=f"timed out after {budget.seconds:g} s "
@@ -434,17 +448,19 @@ class Grader:
                            ) -> tuple[str, str]:
         """A message naming what a check of the exercise needs and the engine lacks, or '', and
         the first piece it lacks as reports name it (`CheckResult.blocked_by`)."""
-        if self._missing is None:
+        side = details_shown(exercise)
+        if side not in self._missing:
             reply = self._ask(exercise, {"kind": "inspect"}, budget)
             if isinstance(reply, Failure):
                 return reply.message, ""
-            self._missing = dict(reply.get("details", {}))
+            self._missing[side] = dict(reply.get("details", {}))
+        missing = self._missing[side]
         needed = exercise.program.ops_used() | {"tensor", "no_grad", "tolist", "backward",
                                                 "grad"} | higher_order_needs(exercise, check)
-        absent = [name for name in self._missing if name in needed]
+        absent = [name for name in missing if name in needed]
         if not absent:
             return "", ""
-        details = "; ".join(self._missing[name] for name in absent)
+        details = "; ".join(missing[name] for name in absent)
         what = "this check" if set(absent) <= set(handler.HIGHER_ORDER) else "this exercise"
         return (f"your engine is missing {', '.join(absent)}, which {what} uses "
                 f"({details}). Implement it to earn these points.", _piece(absent[0]))

@@ -59,8 +59,11 @@ class GradeReport:
     #: set when the submission could not be imported at all (its traceback, for the student).
     import_error: str = ""
     duration: float = 0.0
-    #: the submission's captured stdout/stderr, truncated.
+    #: the submission's captured stdout/stderr, truncated (the worker of the visible exercises).
     output: str = ""
+    #: what the worker of the exercises not visible said (its import failure, its output):
+    #: for the instructor only (gradcheck.grading.workers, gradcheck.reports.shown_output).
+    withheld: str = ""
 
     @property
     def score(self) -> float:

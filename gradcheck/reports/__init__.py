@@ -1,10 +1,12 @@
 """Reports: every format is written from a GradeReport, under one rule about what students see.
 
-The rule: a check's details (its message) are shown only when its exercise is visible, unless
-the instructor asks for everything (`show_hidden`). Gradescope is the one exception, in
-gradescope.py: it holds back `after_due_date` and `after_published` tests itself, so only
-`hidden` ones lose their details there. The submission's captured output is treated the same
-way, because an engine can print what a hidden exercise asked of it.
+The rule, the same in every format (results.json too): a check's details (its message) are
+shown only when its exercise is visible, unless the instructor asks for everything
+(`show_hidden`). The exercises that are not visible (`hidden`, `after_due_date`,
+`after_published`) are graded by a worker of their own (gradcheck.grading.workers), and anything
+it says can carry their programs: their checks show pass or fail and points alone, and what that
+worker printed or raised while importing (`GradeReport.withheld`) is shown only to the
+instructor. What the worker of the visible exercises printed is shown to all.
 """
 
 from __future__ import annotations
@@ -53,10 +55,12 @@ def shown_message(result: CheckResult, show_hidden: bool = False) -> str:
 
 
 def shown_output(report: GradeReport, show_hidden: bool = False) -> str:
-    """The submission's captured output, unless some exercise it ran is not visible."""
-    if not report.output or show_hidden or all(r.visibility == "visible" for r in report.results):
+    """What the worker of the visible exercises printed; with `show_hidden`, what the worker of
+    the others said as well."""
+    if not (show_hidden and report.withheld):
         return report.output
-    return f"({len(report.output)} characters, not shown because some exercises are not visible)"
+    return "\n\n".join(part for part in (report.output, "--- the worker of the exercises not "
+                                          "visible ---\n" + report.withheld) if part)
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """Gradescope's results.json: one test per check, written atomically and as often as wanted.
 
 Gradescope shows each test according to its `visibility` and itself holds back `after_due_date`
-and `after_published` tests until then, so their messages are written in full. A `hidden` test is
-never shown to students, and its output carries no details all the same, so that a
-misconfigured assignment cannot leak a hidden exercise.
+and `after_published` tests until then. Their outputs carry no details all the same, as a hidden
+test's: the worker that graded them had seen every exercise that is not visible, and its words
+could carry those programs (gradcheck.grading.workers); the score stays.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from gradcheck.grading.results import CheckResult, GradeReport
-from gradcheck.reports import WITHHELD, atomic_write, by_exercise, shown_output
+from gradcheck.reports import atomic_write, by_exercise, shown_message, shown_output
 
 #: The note of results written while grading is still going on.
 UNFINISHED = "Grading did not finish: these are the results so far."
@@ -54,7 +54,7 @@ def _test(r: CheckResult, number: str) -> dict[str, Any]:
         "number": number,
         "score": r.score,
         "max_score": r.max_score,
-        "output": WITHHELD if r.visibility == "hidden" else r.message,
+        "output": shown_message(r),
         "visibility": r.visibility,
         "tags": [r.topic] if r.topic else [],
     }

@@ -35,8 +35,9 @@ def junit_xml(report: GradeReport, *, show_hidden: bool = False) -> str:
         ET.SubElement(properties, "property", name=name, value=_clean(value))
     for r in results:
         suite.append(_testcase(r, show_hidden))
-    if report.output:
-        ET.SubElement(suite, "system-out").text = _clean(shown_output(report, show_hidden))
+    output = shown_output(report, show_hidden)
+    if output:
+        ET.SubElement(suite, "system-out").text = _clean(output)
     if report.import_error:
         ET.SubElement(suite, "system-err").text = _clean(report.import_error)
     root = ET.Element("testsuites")

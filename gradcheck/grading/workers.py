@@ -1,0 +1,86 @@
+"""The submission's two workers: one whose every word may reach the student, and a fresh one
+for the exercises whose details are not shown.
+
+A worker that was sent a hidden program (or an `after_due_date` or `after_published` one, whose
+programs students may not see yet) can carry it in anything it says: a traceback, an exception's
+message, what it prints, an error record, a protocol error, the numbers of a visible check's
+message, or files it leaves in its home for the next worker to find. So the visible exercises
+are graded by one worker, and every other exercise by another, started afresh (its own HOME and
+TMPDIR, nothing carried over) once the first is closed. What the second says (its import
+failure and its printed output) is kept apart, for the instructor's reports only
+(`GradeReport.withheld`); the reports show its checks' pass or fail and points alone
+(`gradcheck.reports.shown_message`). Should a visible exercise come after such an exercise (the
+pytest plugin grades in pytest's order), the shown side gets a new worker too: no restart brings
+a tainted worker's files or processes back to a worker whose words are shown.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from gradcheck.bank.models import Exercise
+from gradcheck.engine.sandbox import Worker
+
+
+def details_shown(exercise: Exercise) -> bool:
+    """Whether what the worker says while grading `exercise` may reach a student."""
+    return exercise.visibility == "visible"
+
+
+class Workers:
+    """One worker at a time, for the side (shown or withheld) of the exercise being graded."""
+
+    def __init__(self, submission: Path, options: Mapping[str, Any]) -> None:
+        self._submission = submission
+        self._options = dict(options)
+        self._worker: Worker | None = None
+        self._shown = True
+        #: per side (shown: True), each closed worker's import failure and output
+        self._said: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
+
+    def for_exercise(self, exercise: Exercise) -> Worker:
+        """The worker that grades `exercise`: the current one if it is on the same side, else a
+        new one (the other side's is closed first, with everything it started)."""
+        shown = details_shown(exercise)
+        if self._worker is not None and shown != self._shown:
+            self._retire()
+        if self._worker is None:
+            self._worker, self._shown = Worker(self._submission, **self._options), shown
+        return self._worker
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._retire()
+
+    def _retire(self) -> None:
+        assert self._worker is not None
+        self._worker.close()
+        self._said[self._shown].append(_words(self._worker))
+        self._worker = None
+
+    def _all(self, shown: bool) -> list[tuple[str, str]]:
+        now = [_words(self._worker)] if self._worker is not None and self._shown == shown else []
+        return self._said[shown] + now
+
+    def import_error(self, shown: bool = True) -> str:
+        """The first import failure of a worker of that side (its traceback), or ''."""
+        return next((failure for failure, _ in self._all(shown) if failure), "")
+
+    def output(self, shown: bool = True) -> str:
+        """What the workers of that side printed, truncated."""
+        return "\n".join(output for _, output in self._all(shown) if output)
+
+    def withheld(self) -> str:
+        """Everything the workers of the exercises not shown said, for the instructor."""
+        parts = []
+        if self.import_error(False):
+            parts.append(f"The submission could not be imported:\n{self.import_error(False)}")
+        if self.output(False):
+            parts.append(f"It printed:\n{self.output(False)}")
+        return "\n\n".join(parts)
+
+
+def _words(worker: Worker) -> tuple[str, str]:
+    failure = worker.import_failure
+    return ((failure.detail or failure.message) if failure is not None else "", worker.output)
