@@ -327,9 +327,12 @@ def test_results_json_shows_a_behaviour_failure_as_an_html_table_unless_hidden()
     shown = result("twice", "behaviour", "failed", 0.0, 1.0, "step 1 <differs>", detail=detail)
     hidden = result("twice", "behaviour", "failed", 0.0, 1.0, SECRET, detail=detail,
                     visibility="hidden")
-    data = results_json(GradeReport(submission="e.py", seed=1, results=[shown, hidden]))
+    late = result("twice", "behaviour", "failed", 0.0, 1.0, LATER, detail=detail,
+                  visibility="after_due_date")
+    data = results_json(GradeReport(submission="e.py", seed=1, results=[shown, hidden, late]))
     jsonschema.Draft7Validator(SCHEMA).validate(data)
-    first, second = data["tests"]
+    first, second, third = data["tests"]
+    assert third == {**third, "output": WITHHELD} and "output_format" not in third
     assert first["output_format"] == "html"
     assert first["output"].startswith("<pre>step 1 &lt;differs&gt;</pre>")
     assert ("<td>1. <code>z.backward()</code></td><td>x.grad = 12.0</td>"

@@ -68,7 +68,7 @@ from gradcheck.bank import bundled  # noqa: E402
 from gradcheck.bank.loader import load_bank  # noqa: E402
 from gradcheck.engine import handler, torch_engine, wire  # noqa: E402
 from gradcheck.engine.sandbox import signal_name  # noqa: E402
-from gradcheck.grading import compare, grader, localise  # noqa: E402
+from gradcheck.grading import compare, grader, localise, verdicts  # noqa: E402
 from gradcheck.grading.chain_rule import trace_request  # noqa: E402
 from gradcheck.grading.plan import torch_request  # noqa: E402
 
@@ -146,7 +146,7 @@ def _consume(kind, exercise, request, honest, reply):
         compare.grade(program, request["points"], grad, expected, reply["results"], tolerance,
                       exercise.convention).message
     elif kind == "graph":
-        grader._graph_verdict(honest, reply, exercise)
+        verdicts.graph(honest, reply, exercise)
     elif kind == "behaviour":
         grader._behaviour_verdict(honest, reply, exercise)
     elif kind == "trace":

@@ -14,7 +14,13 @@ import os
 from typing import Any
 
 from gradcheck.grading.results import CheckResult, GradeReport
-from gradcheck.reports import atomic_write, by_exercise, shown_message, shown_output
+from gradcheck.reports import (
+    atomic_write,
+    by_exercise,
+    details_shown,
+    shown_message,
+    shown_output,
+)
 
 #: The note of results written while grading is still going on.
 UNFINISHED = "Grading did not finish: these are the results so far."
@@ -58,7 +64,7 @@ def _test(r: CheckResult, number: str) -> dict[str, Any]:
         "visibility": r.visibility,
         "tags": [r.topic] if r.topic else [],
     }
-    if r.visibility != "hidden" and "engine" in r.detail:
+    if details_shown(r) and "engine" in r.detail:
         # a failed behaviour or graph check reads best as torch and the engine side by side;
         # imported here, as the pytest plugin imports this module in every pytest run
         from gradcheck.reports.html import side_by_side
