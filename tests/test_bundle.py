@@ -126,6 +126,7 @@ def installed_wheel(wheel: Path, requirement: str, cwd: Path, target: Path) -> P
     info = target / f"gradcheck-{__version__}.dist-info"
     assert "gradcheck = gradcheck.cli:main" in (info / "entry_points.txt").read_text()
     assert "Requires-Dist: numpy" in (info / "METADATA").read_text()
+    assert "MIT License" in (info / "licenses" / "LICENSE").read_text()
     done = subprocess.run(
         [sys.executable, "-c", "import gradcheck.bank.bundled as b\n"
          "print(b.bank_dir(), b.reference_path(), b.starter_path())"],

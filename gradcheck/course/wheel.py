@@ -51,6 +51,8 @@ def build_wheel(folder: Path) -> Path:
     info = f"gradcheck-{dist.version}.dist-info"
     files = _package_files()
     files[f"{info}/METADATA"] = _metadata(dist)
+    for name in dist.metadata.get_all("License-File") or []:
+        files[f"{info}/licenses/{name}"] = _license(dist, name)
     files[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: gradcheck "
                               f"{dist.version}\nRoot-Is-Purelib: true\nTag: {_TAG}\n").encode()
     entry_points = dist.read_text("entry_points.txt")
@@ -92,6 +94,18 @@ def _metadata(dist: importlib.metadata.Distribution) -> bytes:
     if not text:
         raise WheelError("the installed gradcheck has no METADATA; install it again")
     return text.encode()
+
+
+def _license(dist: importlib.metadata.Distribution, name: str) -> bytes:
+    """A license file the metadata names: installed with the metadata, or in the checkout."""
+    text = dist.read_text(f"licenses/{name}")
+    if text is not None:
+        return text.encode()
+    checkout = Path(gradcheck.__file__).resolve().parents[1] / name
+    if checkout.is_file():
+        return checkout.read_bytes()
+    raise WheelError(f"the installed gradcheck names the license file {name} but it is not "
+                     "there; install gradcheck again")
 
 
 def _digest(data: bytes) -> str:
