@@ -195,8 +195,10 @@ FAULTS = [
     ("bool_grad", GRADS, "backward left x.grad as a bool"),
     ("huge_grad", GRADS, "x.grad has 1000000 elements; at most 100000 are expected"),
     ("lying_list_grad", GRADS, "should be a number, not list"),
-    ("raising_grad", GRADS, "RuntimeError in read: this gradient cannot be read"),
-    ("tolist_raises", ALL, "ValueError in read: no list for you"),
+    ("raising_grad", GRADS, "RuntimeError reading `x.grad` after backward() (this gradient "
+                            "cannot be read)"),
+    ("tolist_raises", ALL, "your engine raised ValueError in `z.tolist()` (`tolist()`): no list "
+                              "for you"),
     ("tolist_liar", ALL, ""),
     ("tolist_nan", ALL, "nan"),
     ("tolist_string", ALL, "z.tolist() is a str, not a number"),

@@ -414,3 +414,62 @@ def test_replies_of_every_kind_pass_the_check_and_forgeries_do_not():
         with pytest.raises(wire.ProtocolError, match="^malformed reply"):
             wire.check_reply(GOOD, reply)
 
+
+
+# --- uses: what an error was doing ---------------------------------------------------------------
+
+
+def test_an_error_names_the_use_that_failed_and_python_s_own_fallbacks_count():
+    class Forward:  # __pow__ but no __rpow__, as many small engines
+        def __init__(self, v):
+            self.v = v
+
+        def __pow__(self, e):
+            return Forward(self.v ** e)
+
+        def tolist(self):
+            return self.v
+
+        def backward(self):
+            pass
+
+    engine = SimpleNamespace(tensor=lambda data, requires_grad=False: Forward(data),
+                             no_grad=None)
+    square = parse("z = x ** 2", {"x": None}).spec()
+    reply = handler.handle(engine, {"kind": "gradients", "program": square,
+                                    "points": [{"x": 3.0}], "requires_grad": []})
+    assert reply["results"][0]["value"] == 9.0 and reply["results"][0]["error"] is None
+    base = parse("z = 2 ** x", {"x": None}).spec()
+    error = handler.handle(engine, {"kind": "gradients", "program": base, "points": [{"x": 3.0}],
+                                    "requires_grad": ["x"]})["results"][0]["error"]
+    assert (error["type"], error["piece"], error["node"], error["absent"]) == (
+        "TypeError", "__rpow__", 2, True)
+    wire.check_reply({"kind": "gradients", "program": base, "points": [{"x": 3.0}]},
+                     {"results": [{"value": None, "grads": {"x": None}, "error": error}]})
+    with pytest.raises(wire.ProtocolError):  # a piece outside the closed list is refused
+        wire.check_reply({"kind": "gradients", "program": base, "points": [{"x": 3.0}]},
+                         {"results": [{"value": None, "grads": {"x": None},
+                                       "error": {**error, "piece": "anything you like"}}]})
+
+
+def test_a_fresh_tensor_without_grad_costs_nothing_until_grad_is_read():
+    class NoGradYet:  # .grad appears at the first backward, as in some course solutions
+        def __init__(self, v):
+            self.v = v
+
+        def __mul__(self, other):
+            return NoGradYet(self.v * (other.v if isinstance(other, NoGradYet) else other))
+
+        def tolist(self):
+            return self.v
+
+        def backward(self):
+            self.grad = 1.0
+
+    engine = SimpleNamespace(tensor=lambda data, requires_grad=False: NoGradYet(data))
+    program = parse("z = x * 3", {"x": None, "y": None}).spec()
+    reply = handler.handle(engine, {"kind": "gradients", "program": program,
+                                    "points": [{"x": 1.0, "y": 2.0}], "requires_grad": ["x"]})
+    error = reply["results"][0]["error"]  # x.grad was read (y's never is: it is not graded)
+    assert (error["type"], error["phase"], error["piece"], error["absent"]) == (
+        "AttributeError", "read", "grad", True)

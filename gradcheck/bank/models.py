@@ -323,7 +323,7 @@ class Detach(_Model):
 
 
 class Sgd(_Model):
-    """Under `no_grad()`: `p = p - lr * p.grad` for each parameter, then `p.requires_grad_()`."""
+    """Under `no_grad()`: `p = p - p.grad * lr` for each parameter, then `p.requires_grad_()`."""
 
     lr: Finite
     """The learning rate."""

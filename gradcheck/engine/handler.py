@@ -18,14 +18,14 @@ from gradcheck.engine.run import (
     Progress,
     Record,
     Run,
+    input_node,
     plain_flag,
     plain_grad,
     plain_value,
-    read_field,
     type_name,
 )
 from gradcheck.engine.wire import GRAPH_FIELDS, check_request
-from gradcheck.program.language import Program, engine_apply, evaluate
+from gradcheck.program.language import Program
 from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
 
 #: Where an engine can be, as progress frames name it; the text completes "timed out after 10 s".
@@ -134,12 +134,14 @@ def _gradients_at(run: Run, program: Program, point: Mapping[str, Any], grad: se
         leaves = run.leaves(program, point, grad)
         out = run.forward(program, leaves)[program.output_name]
         run.enter("read")
-        result["value"] = plain_value(out, program.output_name)
+        result["value"] = run.read("value", out, program.output_name, program.output)
         run.enter("backward")
+        run.using("backward", program.output, out)
         out.backward()
         run.enter("read")
         for name, leaf in leaves.items():
-            result["grads"][name] = plain_grad(leaf.grad, name)
+            if name in grad:  # only these are graded: another input's .grad is never read
+                result["grads"][name] = run.read("grad", leaf, name, input_node(program, name))
     except Exception as exc:
         result["error"] = run.error(exc)
     return result
@@ -230,7 +232,8 @@ def _graph(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     except Exception as exc:
         return {"nodes": {}, "error": run.error(exc)}
     run.enter("read")
-    nodes = {name: {kind: run.attempt(lambda k=kind, n=name: read_field(k, env[n], n))
+    nodes = {name: {kind: run.attempt(lambda k=kind, n=name: run.read(k, env[n], n,
+                                                                 program.names[n]))
                     for kind in GRAPH_FIELDS} for name in request["names"]}
     return {"nodes": nodes, "error": None}
 
@@ -239,7 +242,7 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     try:
         leaves = run.leaves(program, request["point"], set(request["requires_grad"]))
         run.enter("forward")
-        values = evaluate(program, leaves, engine_apply)
+        values = run.evaluate(program, leaves)
     except Exception as exc:
         return {"nodes": [], "error": run.error(exc)}
     shown = [i for i, node in enumerate(program.nodes) if node.op != "const"]
@@ -248,12 +251,14 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     for i in shown:
         if program.nodes[i].op != "input":
             try:
+                run.using("retain_grad", i, values[i])
                 values[i].retain_grad()
             except Exception as exc:
                 grads[i] = {"error": run.error(exc)}
     error = None
     try:
         run.enter("backward")
+        run.using("backward", program.output, values[program.output])
         values[program.output].backward()
     except Exception as exc:
         error = run.error(exc)
@@ -263,9 +268,10 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
         node = program.nodes[i]
         label = node.name or node.text or f"node {i}"
         if i not in grads:
-            grads[i] = run.attempt(lambda i=i, label=label: plain_grad(values[i].grad, label))
+            grads[i] = run.attempt(lambda i=i, label=label: run.read("grad", values[i], label, i))
         nodes.append({"id": i, "name": node.name, "op": node.op, "text": node.text,
-                      "value": run.attempt(lambda i=i, label=label: plain_value(values[i], label)),
+                      "value": run.attempt(lambda i=i, label=label: run.read("value", values[i],
+                                                                             label, i)),
                       "grad": grads[i]})
     return {"nodes": nodes, "error": error}
 

@@ -9,10 +9,12 @@ worker. The grader trusts only the JSON it receives, after :func:`gradcheck.engi
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Mapping
 
 from gradcheck.engine.wire import ProtocolError
-from gradcheck.program.language import MAX_VECTOR, Program, engine_apply, evaluate
+from gradcheck.program.language import MAX_VECTOR, Node, Program, engine_apply, evaluate
+from gradcheck.program.ops import Op, method_of
 
 Progress = Callable[[str], None]
 Record = dict[str, Any]
@@ -103,6 +105,21 @@ def plain_grad_fn(fn: Any, what: str) -> str | None:
     return str.__str__(name)[:MAX_NAME]
 
 
+def has(owner: Any, name: str) -> bool:
+    """Whether `owner` has the attribute `name`, looked up without running any of its code.
+    An operator's method is looked up on the class, as Python does; an object with its own
+    `__getattr__` may make any name, so it is never said to lack one."""
+    if name.startswith("__"):
+        return any(name in vars(k) for k in type.__dict__["__mro__"].__get__(type(owner)))
+    try:
+        inspect.getattr_static(owner, name)
+        return True
+    except AttributeError:
+        return hasattr(type(owner), "__getattr__")
+    except Exception:  # a lookup that fails in some other way: not known to be absent
+        return True
+
+
 def read_field(kind: str, obj: Any, name: str) -> Any:
     if kind == "grad":
         return plain_grad(obj.grad, name)
@@ -132,17 +149,38 @@ class Run:
         self.engine = engine
         self.progress = progress
         self.phase = ""
+        #: the use of the engine under way: (piece of ops.PIECES, node index or None, the object
+        #: that should have the piece); an error is recorded with it, so the grader can say
+        #: what was done (`2 ** x` needs `__rpow__`) and whether the piece is there at all.
+        self.use: tuple[str, int | None, Any] | None = None
 
     def enter(self, phase: str) -> None:
         if phase != self.phase:
             self.phase = phase
+            self.use = None
             if self.progress is not None:
                 self.progress(phase)
 
-    def error(self, exc: Exception) -> dict[str, str]:
+    def using(self, piece: str, node: int | None = None, owner: Any = None) -> None:
+        """What the engine is asked next: `piece` of `owner` (for the program's node `node`)."""
+        self.use = (piece, node, owner)
+
+    def error(self, exc: Exception) -> dict[str, Any]:
         if isinstance(exc, MemoryError):
             raise exc  # the worker's state is suspect: the whole request fails, the worker restarts
-        return error_record(exc, self.phase)
+        record: dict[str, Any] = error_record(exc, self.phase)
+        if self.use is not None:
+            piece, node, owner = self.use
+            record["piece"] = piece
+            if node is not None:
+                record["node"] = node
+            record["absent"] = owner is not None and not has(owner, piece)
+        return record
+
+    def read(self, kind: str, obj: Any, name: str, node: int | None = None) -> Any:
+        """A field of `obj` (grad, value, grad_fn, ...) read as plain data, as a use of it."""
+        self.using("tolist" if kind == "value" else kind, node, obj)
+        return read_field(kind, obj, name)
 
     def attempt(self, read: Callable[[], Any]) -> Any:
         """A plain value, or `{"error": record}` when reading it raised."""
@@ -153,18 +191,43 @@ class Run:
 
     def leaves(self, program: Program, point: Mapping[str, Any], grad: set[str]) -> dict:
         self.enter("forward")
-        return {name: self.engine.tensor(floats(point[name]), requires_grad=name in grad)
-                for name in program.inputs}
+        made = {}
+        for name in program.inputs:
+            self.using("tensor", input_node(program, name), self.engine)
+            made[name] = self.engine.tensor(floats(point[name]), requires_grad=name in grad)
+        self.use = None
+        return made
 
     def forward(self, program: Program, leaves: Mapping[str, Any], no_grad: bool = False) -> dict:
         """Every variable of the program, bound to what the engine computed."""
         self.enter("forward")
         if no_grad:
+            self.using("no_grad", None, self.engine)
             with self.engine.no_grad():
-                values = evaluate(program, leaves, engine_apply)
+                values = self.evaluate(program, leaves)
         else:
-            values = evaluate(program, leaves, engine_apply)
+            values = self.evaluate(program, leaves)
         return {name: values[i] for name, i in program.names.items()}
+
+    def evaluate(self, program: Program, leaves: Mapping[str, Any]) -> list[Any]:
+        """The value of every node, each operation recorded as a use of its method."""
+        index = {id(node): i for i, node in enumerate(program.nodes)}
+
+        def apply(op: Op, args: list[Any], node: Node) -> Any:
+            number_first = op.arity == 2 and _is_number(args[0])
+            self.using(method_of(op, number_first), index[id(node)],
+                       args[1] if number_first else args[0])
+            return engine_apply(op, args, node)
+
+        values = evaluate(program, leaves, apply)
+        self.use = None
+        return values
+
+
+def input_node(program: Program, name: str) -> int:
+    """The index of the input `name`'s node."""
+    return next(i for i, node in enumerate(program.nodes) if node.op == "input"
+                and node.name == name)
 
 
 def floats(value: Any) -> float | list[float]:

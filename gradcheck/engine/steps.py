@@ -15,7 +15,6 @@ from gradcheck.engine.run import (
     lookup,
     plain_numbers,
     plain_value,
-    read_field,
     read_grad_field,
     type_name,
 )
@@ -42,7 +41,7 @@ def behaviour(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
             except Exception as exc:
                 error = run.error(exc)
             run.enter("read")
-            observed = {item: run.attempt(lambda item=item: _read(env, item))
+            observed = {item: run.attempt(lambda item=item: _read(run, program, env, item))
                         for item in step.get("expect") or [] if item != WARNINGS}
         if WARNINGS in (step.get("expect") or []):
             observed[WARNINGS] = _categories(caught)
@@ -50,11 +49,12 @@ def behaviour(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     return {"error": None, "steps": steps}
 
 
-def _read(env: dict, item: str) -> Any:
+def _read(run: Run, program: Program, env: dict, item: str) -> Any:
     kind, name, field = parse_expect(item)
     if field is not None:
+        run.using("grad", program.names.get(name), lookup(env, name))
         return read_grad_field(field, lookup(env, name), name)
-    return read_field(kind, lookup(env, name), name)
+    return run.read(kind, lookup(env, name), name, program.names.get(name))
 
 
 def _categories(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -80,14 +80,17 @@ def _step_forward(run: Run, program: Program, env: dict, args: Mapping[str, Any]
 
 
 def _step_backward(run: Run, program: Program, env: dict, args: Mapping[str, Any]) -> None:
-    target = _target(env, args.get("of") or program.output_name)
+    of = args.get("of") or program.output_name
+    target = _target(env, of)
     kwargs: dict[str, Any] = {}
     if args.get("gradient") is not None:
+        run.using("tensor", None, run.engine)
         kwargs["gradient"] = run.engine.tensor(floats(args["gradient"]))
     if args.get("retain_graph") is not None:
         kwargs["retain_graph"] = args["retain_graph"]
     if args.get("create_graph"):  # asked only of the engines that need it
         kwargs["create_graph"] = True
+    run.using("backward", program.names.get(of), target)
     target.backward(**kwargs)
 
 
@@ -108,20 +111,25 @@ def _step_grad(run: Run, program: Program, env: dict, args: Mapping[str, Any]) -
 
 def _step_zero_grad(run: Run, program: Program, env: dict, names: list[str]) -> None:
     for name in names:
+        run.using("grad", program.names.get(name))
         lookup(env, name).grad = None
 
 
 def _step_retain_grad(run: Run, program: Program, env: dict, names: list[str]) -> None:
     for name in names:
+        run.using("retain_grad", program.names.get(name), lookup(env, name))
         lookup(env, name).retain_grad()
 
 
 def _step_detach(run: Run, program: Program, env: dict, args: Mapping[str, str]) -> None:
-    env[args["name"]] = lookup(env, args["of"]).detach()
+    of = lookup(env, args["of"])
+    run.using("detach", program.names.get(args["of"]), of)
+    env[args["name"]] = of.detach()
 
 
 def _step_requires_grad(run: Run, program: Program, env: dict, flags: Mapping[str, bool]) -> None:
     for name, flag in flags.items():
+        run.using("requires_grad_", program.names.get(name), lookup(env, name))
         lookup(env, name).requires_grad_(flag)
 
 
@@ -129,11 +137,20 @@ def _step_sgd(run: Run, program: Program, env: dict, args: Mapping[str, Any]) ->
     lr = float(args["lr"])
     for name in args["params"]:
         w = lookup(env, name)
+        node = program.names.get(name)
+        run.using("no_grad", None, run.engine)
         with run.engine.no_grad():
+            run.using("grad", node, w)
             g = w.grad
             if issubclass(type(g), (list, tuple)):  # the protocol allows a list for a 1-D grad
+                run.using("tensor", None, run.engine)
                 g = run.engine.tensor(plain_numbers(g, f"{name}.grad"))
-            new = w - lr * g
+            # the tensor first, so that only __mul__ and __sub__ are asked (as the step says)
+            run.using("__mul__", node, g)
+            step = g * lr
+            run.using("__sub__", node, w)
+            new = w - step
+        run.using("requires_grad_", node, new)
         new.requires_grad_()
         env[name] = new
 

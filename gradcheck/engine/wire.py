@@ -10,6 +10,7 @@ import sys
 from typing import Any, Mapping
 
 from gradcheck.program.language import Program, ProgramError, free_names, spec_program
+from gradcheck.program.ops import PIECES
 from gradcheck.program.session import (
     ACTIONS,
     EXPECT_KINDS,
@@ -20,6 +21,8 @@ from gradcheck.program.session import (
 )
 
 GRAPH_FIELDS = ("grad_fn", "is_leaf", "requires_grad", "value")
+#: an error record's keys: the first three always, the rest when it came from a use of the engine
+ERROR_KEYS = {"type", "message", "phase", "piece", "node", "absent"}
 #: what a request may carry: programs and inputs, never an expected answer.
 REQUEST_KEYS = {
     "inspect": {"kind"},
@@ -303,8 +306,14 @@ def _numbers_ok(x: Any) -> bool:
 
 
 def _optional_error(x: Any) -> None:
-    _shape(x is None or isinstance(x, dict) and set(x) == {"type", "message", "phase"}
-           and all(isinstance(v, str) for v in x.values()), "error record")
+    """None, or `{"type", "message", "phase"}` (strings) with, when the error came from a use of
+    the engine, the piece used (a name of ops.PIECES), its node and whether the piece is absent."""
+    if x is None:
+        return
+    _shape(isinstance(x, dict) and {"type", "message", "phase"} <= set(x) <= ERROR_KEYS
+           and all(isinstance(x[k], str) for k in ("type", "message", "phase")), "error record")
+    _shape(x.get("piece", "tensor") in PIECES and type(x.get("node", 0)) is int
+           and x.get("node", 0) >= 0 and type(x.get("absent", False)) is bool, "error record")
 
 
 def _observation(kind: str, x: Any) -> None:

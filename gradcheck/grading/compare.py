@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from gradcheck.bank.tolerances import Tolerance, Tolerances, same
+from gradcheck.grading.uses import Use, describe
 from gradcheck.oracles import OracleResult, Skipped, as_batch, reached_inputs
 from gradcheck.program.language import Program
 from gradcheck.program.ops import OPS
@@ -289,6 +290,8 @@ class Grading:
     author_notes: list[str]
     mismatches: list[Mismatch]
     disagreements: list[Disagreement]
+    #: the protocol piece whose use failed the first failing point, when the engine lacks it
+    blocked_by: str = ""
 
     @property
     def passed(self) -> bool:
@@ -332,9 +335,11 @@ def grade(program: Program, points: Any, requires_grad: Sequence[str],
     failed |= broken & graded
     disagreements = agreement.disagreements()
     verdicts = _verdicts(n, failed, graded, mismatches, disagreements, answers.errors)
-    return Grading(verdicts, _student_message(agreement, verdicts, mismatches),
+    first = next((i for i, v in enumerate(verdicts) if v.status == "failed"), None)
+    use = describe(program, answers.records.get(first)) if first is not None else None
+    return Grading(verdicts, _student_message(agreement, verdicts, mismatches, use),
                    _author_notes(agreement, disagreements, answers.errors, graded),
-                   mismatches, disagreements)
+                   mismatches, disagreements, use.piece if use and use.missing else "")
 
 
 class _Answers:
@@ -344,6 +349,7 @@ class _Answers:
         # Read into plain lists (cheap per point), then make each quantity's array once.
         rows: dict[str, list[list[float] | None]] = {q.name: [None] * n for q in quantities}
         self.errors: dict[int, str] = {}
+        self.records: dict[int, Mapping[str, Any]] = {}  # the engine's error records, by point
         for i, reply in enumerate(found):
             try:
                 self._read(quantities, i, reply, rows)
@@ -365,6 +371,7 @@ class _Answers:
         error = reply.get("error")
         if error:
             self.errors[i] = _error_text(error)
+            self.records[i] = error
             return
         grads = reply.get("grads") or {}
         if type(grads) is not dict:
@@ -451,7 +458,7 @@ def _verdicts(n: int, failed: np.ndarray, graded: np.ndarray, mismatches: list[M
 
 
 def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
-                     mismatches: list[Mismatch]) -> str:
+                     mismatches: list[Mismatch], use: Use | None = None) -> str:
     failed = [i for i, v in enumerate(verdicts) if v.status == "failed"]
     ungraded = sum(v.status == "ungraded" for v in verdicts)
     if not failed:
@@ -459,8 +466,12 @@ def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
         text = f"all {graded} graded point{'s' * (graded != 1)} match the oracles"
         return text + (f" ({ungraded} not graded: the oracles disagree there)" if ungraded else "")
     first = verdicts[failed[0]]
-    text = (f"at {agreement.point_text(failed[0])}, the engine raised {first.error}"
-            if first.error else str(first.mismatches[0]))
+    if use is not None and first.error:
+        text = f"{use.sentence}\nfirst at {agreement.point_text(failed[0])}"
+    elif first.error:
+        text = f"at {agreement.point_text(failed[0])}, the engine raised {first.error}"
+    else:
+        text = str(first.mismatches[0])
     errors = sum(v.error is not None for v in verdicts if v.status == "failed")
     others = [f"{n} more wrong value{'s' * (n > 1)}" for n in [len(mismatches) - (not first.error)]
               if n > 0]

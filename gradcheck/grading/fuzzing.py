@@ -238,7 +238,7 @@ class _Judge:
         if isinstance(got, Failure):
             return Finding("behaviour", got.message, case, against=self.behaviour_label)
         text = verdicts.behaviour(want, got, [Step.model_validate(s) for s in case.steps],
-                                  program.output_name, self.tolerance.analytic)
+                                  program, self.tolerance.analytic).message
         return Finding("behaviour", text, case, against=self.behaviour_label) if text else None
 
     def localised(self, finding: Finding) -> Finding:

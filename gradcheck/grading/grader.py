@@ -23,7 +23,7 @@ import time
 import traceback
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from gradcheck import oracles
 from gradcheck.oracles import second_order
@@ -45,7 +45,6 @@ from gradcheck.grading import (
 from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.workers import Workers, details_shown
-from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
 
 DEFAULT_MEMORY_MB = 1024
 #: what a submission graded from an answer key cannot import (docs/security.md)
@@ -163,16 +162,15 @@ class Grader:
         for name, max_score in shares.items():
             started = time.monotonic()
             self._detail = {}
-            absent, blocked_by = self._absent_operations(exercise, name, budget)
-            if absent:
-                status, message, notes = "failed", absent, []
-            else:
-                try:
-                    status, message, notes = self._run_check(exercise, name, budget)
-                except Exception as error:  # gradcheck's fault (or the key's): this check only
-                    status, notes = "error", [traceback.format_exc()]
-                    message = (f"gradcheck could not grade this check ({type(error).__name__}: "
-                               f"{error}); this is a fault of the grader, not of the submission")
+            absent, blocked_by = self._absent_higher_order(exercise, name, budget)
+            try:
+                status, message, notes, blocked_by = (
+                    Outcome("failed", absent, [], blocked_by) if absent
+                    else self._run_check(exercise, name, budget))
+            except Exception as error:  # gradcheck's fault (or the key's): this check only
+                status, notes, blocked_by = "error", [traceback.format_exc()], ""
+                message = (f"gradcheck could not grade this check ({type(error).__name__}: "
+                           f"{error}); this is a fault of the grader, not of the submission")
             results.append(CheckResult(
                 exercise_id=exercise.id, check=name,
                 title=f"{exercise.title}: {CHECK_TITLES[name]}",
@@ -180,7 +178,7 @@ class Grader:
                 max_score=max_score, status=status, message=message, topic=exercise.topic,
                 visibility=exercise.visibility, file=str(exercise.path or ""),
                 line=exercise.line_of(f"checks.{name}"), duration=time.monotonic() - started,
-                author_notes=notes, blocked_by=blocked_by if absent else "",
+                author_notes=notes, blocked_by=blocked_by,
                 detail=self._detail))
         return results
 
@@ -225,7 +223,7 @@ class Grader:
     # --- checks ---------------------------------------------------------------------------------
 
     def _run_check(self, exercise: Exercise, name: str, budget: _Budget
-                   ) -> tuple[str, str, list[str]]:
+                   ) -> Outcome:
         if name in GRADIENT_CHECKS:
             points, jax_ahead = self._drawn(exercise, name)
             return self._gradients(exercise, points, self._wanted(exercise, name), budget,
@@ -308,7 +306,7 @@ class Grader:
 
     def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
                    budget: _Budget, early: tuple[Future, int] | None = None
-                   ) -> tuple[str, str, list[str]]:
+                   ) -> Outcome:
         program = exercise.program
         # The oracles work while the worker does: on two cores, neither waits for the other.
         expected = self._in_background("gradcheck-oracles", self._oracle_results, exercise,
@@ -317,13 +315,13 @@ class Grader:
                                      "points": points, "requires_grad": exercise.grad_names},
                           budget)
         if isinstance(reply, Failure):
-            return "failed", reply.message, []
+            return Outcome("failed", reply.message, [])
         grading = compare.grade(program, points, exercise.grad_names, expected.result(),
                                 reply["results"], exercise.tolerance.pair(), exercise.convention)
         if grading.count("skipped") == len(points):
-            return "skipped", grading.message, grading.author_notes
+            return Outcome("skipped", grading.message, grading.author_notes)
         if grading.passed:
-            return "passed", grading.message, grading.author_notes
+            return Outcome("passed", grading.message, grading.author_notes)
         spare = _Budget(budget.seconds)
         message, self._detail = localise.diagnose(
                                     grading, program, points, exercise.grad_names,
@@ -334,9 +332,10 @@ class Grader:
                                     # torch's walk from the key where it holds one
                                     None if self.key is None else
                                     lambda index: self.key.walk(exercise, points, index))
-        return "failed", _with_hint(message, exercise), grading.author_notes
+        return Outcome("failed", _with_hint(message, exercise), grading.author_notes,
+                       grading.blocked_by)
 
-    def _hessian(self, exercise: Exercise, budget: _Budget) -> tuple[str, str, list[str]]:
+    def _hessian(self, exercise: Exercise, budget: _Budget) -> Outcome:
         """Second derivatives by double backward against the oracles' (always computed live:
         an answer key holds no second-order results; torch and jax where installed)."""
         check = exercise.checks.hessian
@@ -351,21 +350,22 @@ class Grader:
                                      "points": points, "requires_grad": names,
                                      "vector": check.vector}, budget)
         if isinstance(reply, Failure):
-            return "failed", reply.message, []
+            return Outcome("failed", reply.message, [])
         grading = compare.grade(exercise.program, rows, names, expected.result(),
                                 reply["results"], exercise.tolerance.pair(), exercise.convention,
                                 labels)
         if grading.count("skipped") == len(labels):
-            return "skipped", grading.message, grading.author_notes
+            return Outcome("skipped", grading.message, grading.author_notes)
         if grading.passed:
-            return "passed", grading.message, grading.author_notes
+            return Outcome("passed", grading.message, grading.author_notes)
         out = exercise.program.output_name
         message = (f"{grading.message}\n(direction e(x) is the row of input x: "
                    f"d{out}/d(direction) is then d{out}/dx, as backward(create_graph=True) "
                    f"leaves it in x.grad, and d2{out}/d(direction) dy is its derivative with "
                    "respect to y, from a backward of that gradient; direction vector is the "
                    "check's vector, for a Hessian-vector product)")
-        return "failed", _with_hint(message, exercise), grading.author_notes
+        return Outcome("failed", _with_hint(message, exercise), grading.author_notes,
+                       grading.blocked_by)
 
     def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
                         wanted: list[str], early: tuple[Future, int] | None = None
@@ -387,24 +387,25 @@ class Grader:
         return {name: done[name] if name in done else live[name] for name in wanted}
 
     def _against_torch(self, exercise: Exercise, request: dict[str, Any], budget: _Budget,
-                       verdict: Callable[[dict[str, Any], dict[str, Any], Exercise], str]
-                       ) -> tuple[str, str, list[str]]:
+                       verdict: Callable[[dict[str, Any], dict[str, Any], Exercise],
+                                         verdicts.Verdict]
+                       ) -> Outcome:
         record = self._torch_record(exercise, request)
         if isinstance(record, str):
-            return "skipped", record, [record]
+            return Outcome("skipped", record, [record])
         reply = self._ask(exercise, request, budget)
         expected = record.result()  # torch ran while the worker did
         if isinstance(reply, Failure):
-            return "failed", reply.message, []
-        message = verdict(expected, reply, exercise)
-        if message:
+            return Outcome("failed", reply.message, [])
+        found = verdict(expected, reply, exercise)
+        if found.message:
             self._detail = {"torch": expected, "engine": reply}
             if request["kind"] == "behaviour":
                 self._detail["steps"] = [
                     localise.step_code(step, exercise.program.output_name)
                     for step in exercise.checks.behaviour.steps]
-            return "failed", _with_hint(message, exercise), []
-        return "passed", "", []
+            return Outcome("failed", _with_hint(found.message, exercise), [], found.blocked_by)
+        return Outcome("passed", "", [])
 
     def _torch_record(self, exercise: Exercise, request: dict[str, Any]
                       ) -> Future[dict[str, Any]] | str:
@@ -444,10 +445,14 @@ class Grader:
                                                       f"{where}")
         return reply
 
-    def _absent_operations(self, exercise: Exercise, check: str, budget: _Budget
-                           ) -> tuple[str, str]:
-        """A message naming what a check of the exercise needs and the engine lacks, or '', and
-        the first piece it lacks as reports name it (`CheckResult.blocked_by`)."""
+    def _absent_higher_order(self, exercise: Exercise, check: str, budget: _Budget
+                             ) -> tuple[str, str]:
+        """What of the higher-order protocol a check needs (`higher_order_needs`) and the
+        engine lacks, as a message, or ''; and the piece as reports name it (`blocked_by`).
+        Everything else an engine lacks is found by use (gradcheck.grading.uses)."""
+        needed = higher_order_needs(exercise, check)
+        if not needed:
+            return "", ""
         side = details_shown(exercise)
         if side not in self._missing:
             reply = self._ask(exercise, {"kind": "inspect"}, budget)
@@ -455,15 +460,22 @@ class Grader:
                 return reply.message, ""
             self._missing[side] = dict(reply.get("details", {}))
         missing = self._missing[side]
-        needed = exercise.program.ops_used() | {"tensor", "no_grad", "tolist", "backward",
-                                                "grad"} | higher_order_needs(exercise, check)
         absent = [name for name in missing if name in needed]
         if not absent:
             return "", ""
         details = "; ".join(missing[name] for name in absent)
-        what = "this check" if set(absent) <= set(handler.HIGHER_ORDER) else "this exercise"
-        return (f"your engine is missing {', '.join(absent)}, which {what} uses "
+        return (f"your engine is missing {', '.join(absent)}, which this check uses "
                 f"({details}). Implement it to earn these points.", _piece(absent[0]))
+
+
+class Outcome(NamedTuple):
+    """A check's status, its student message, notes for the author, and the protocol piece
+    whose failed use decided it, when the engine lacks that piece (`CheckResult.blocked_by`)."""
+
+    status: str
+    message: str
+    notes: list[str]
+    blocked_by: str = ""
 
 
 def higher_order_needs(exercise: Exercise, check: str) -> set[str]:
@@ -512,16 +524,8 @@ def prestart(key: object, oracles: Sequence[str] | None) -> None:
 
 
 def _piece(name: str) -> str:
-    """A name `inspect` reports missing, as the code a student writes: `tensor()`, `.grad`,
-    `__mul__`, `exp()`."""
-    op = OPS.get(name)
-    if op is not None and op.kind in (BINARY, UNARY):
-        return f"__{'truediv' if name == 'div' else name}__"
-    if op is not None and op.kind == SELECT:
-        return "__getitem__"
-    if name in handler.HIGHER_ORDER:
-        return "backward(create_graph=True)" if name == handler.CREATE_GRAPH else name
-    return f".{name}" if name in ("grad", "requires_grad", "is_leaf", "grad_fn") else f"{name}()"
+    """A higher-order piece `inspect` reports missing, as the code a student writes."""
+    return "backward(create_graph=True)" if name == handler.CREATE_GRAPH else name
 
 
 def _torch_answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -534,10 +538,11 @@ def _with_hint(message: str, exercise: Exercise) -> str:
     return f"{message}\nHint: {exercise.hint}" if exercise.hint else message
 
 
-def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> str:
+def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise
+                       ) -> verdicts.Verdict:
     """The first step of the exercise's behaviour check where the engine departs from torch."""
     return verdicts.behaviour(torch, found, exercise.checks.behaviour.steps,
-                              exercise.program.output_name, exercise.tolerance.pair().analytic,
+                              exercise.program, exercise.tolerance.pair().analytic,
                               lambda number: exercise.where(f"checks.behaviour.steps[{number}]"))
 
 

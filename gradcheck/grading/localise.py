@@ -337,7 +337,7 @@ def step_code(step: Any, output: str) -> str:
         return f"{args.name} = {args.expr}"
     if action == "requires_grad":
         return "; ".join(f"{name}.requires_grad_({flag})" for name, flag in args.items())
-    return "; ".join(f"{p} = {p} - {args.lr!r} * {p}.grad" for p in args.params) + " (no_grad)"
+    return "; ".join(f"{p} = {p} - {p}.grad * {args.lr!r}" for p in args.params) + " (no_grad)"
 
 
 def _flags(args: Any) -> list[str]:

@@ -4,56 +4,100 @@ behaviour sessions of random programs)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from gradcheck.bank.models import Exercise, Step
-from gradcheck.grading import compare, localise
+from gradcheck.grading import compare, localise, uses
+from gradcheck.grading.chain_rule import number_text, pair_text
+from gradcheck.program.language import Program
 
 
-def graph(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> str:
-    """The first graph fact where the engine differs from torch, as a sentence, or ''."""
+class Verdict(NamedTuple):
+    """The first difference as a sentence ('' when there is none), and the protocol piece whose
+    failed use it is, when the engine lacks that piece (`CheckResult.blocked_by`)."""
+
+    message: str
+    blocked_by: str = ""
+
+
+def graph(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> Verdict:
+    """The first graph fact where the engine differs from torch."""
     if torch.get("error"):
-        return ""  # validation reports a program torch cannot run; never the student's fault
+        return Verdict("")  # validation reports a program torch cannot run; never the student's
+    program = exercise.program
     if found.get("error"):
-        return _error_sentence("building the graph", found["error"])
+        return _error_sentence(program, "building the graph", found["error"])
     tolerance = exercise.tolerance.pair().analytic
     for name, facts in torch["nodes"].items():
         mine = found["nodes"].get(name, {})
         for field in ("grad_fn", "is_leaf", "requires_grad"):
+            if isinstance(mine.get(field), dict):
+                return _error_sentence(program, f"reading {name}.{field}",
+                                       mine[field].get("error") or {})
             if mine.get(field) != facts[field]:
-                return (f"{name}.{field} should be {facts[field]!r}, as in torch; your engine "
-                        f"gives {mine.get(field)!r}")
+                return Verdict(f"{name}.{field} should be {facts[field]!r}, as in torch; your "
+                               f"engine gives {mine.get(field)!r}")
+        if isinstance(mine.get("value"), dict):
+            return _error_sentence(program, f"reading the value of {name}",
+                                   mine["value"].get("error") or {})
         if not _close(mine.get("value"), facts["value"], tolerance):
-            return f"the value of {name} should be {facts['value']!r}; found {mine.get('value')!r}"
-    return ""
+            found_text, expected_text = _shown(mine.get("value"), facts["value"])
+            return Verdict(f"the value of {name} should be {expected_text}; found {found_text}")
+    return Verdict("")
 
 
-def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step], output: str,
-              tolerance: compare.Tolerance, located: Callable[[int], str] = lambda number: ""
-              ) -> str:
-    """The first step where the engine departs from torch, as a sentence, or ''. `located(i)`
-    says where step i is written (an exercise's file and line), or '' (a drawn session)."""
+def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step],
+              program: Program, tolerance: compare.Tolerance,
+              located: Callable[[int], str] = lambda number: "") -> Verdict:
+    """The first step where the engine departs from torch. `located(i)` says where step i is
+    written (an exercise's file and line), or '' (a drawn session)."""
     if found.get("error"):
-        return _error_sentence("running the program before the first step", found["error"])
+        return _error_sentence(program, "running the program before the first step",
+                               found["error"])
     for number, (step, want, got) in enumerate(zip(steps, torch["steps"], found["steps"]),
                                                start=1):
         place = located(number - 1)
-        where = (f"step {number}, `{localise.step_code(step, output)}`"
+        where = (f"step {number}, `{localise.step_code(step, program.output_name)}`"
                  + (f" ({place})" if place else ""))
         if bool(want["error"]) != bool(got["error"]):
             if want["error"]:
-                return (f"{where}: torch raises {want['error']['type']} "
-                        f"({_first_line(want['error']['message'])}); your engine raised nothing")
-            return f"{where}: torch raises nothing; " + _error_sentence("", got["error"])
+                return Verdict(f"{where}: torch raises {want['error']['type']} "
+                               f"({_first_line(want['error']['message'])}); your engine raised "
+                               "nothing")
+            said = _error_sentence(program, "", got["error"])
+            return Verdict(f"{where}: torch raises nothing; {said.message}", said.blocked_by)
         if want["error"] and want["error"]["type"] != got["error"]["type"]:
-            return (f"{where}: torch raises {want['error']['type']}, your engine "
-                    f"{got['error']['type']} ({_first_line(got['error']['message'])})")
+            return Verdict(f"{where}: torch raises {want['error']['type']}, your engine "
+                           f"{got['error']['type']} ({_first_line(got['error']['message'])})")
         for item in step.expect:
             expected, seen = want["observed"].get(item), got["observed"].get(item)
             if not _close(seen, expected, tolerance):
-                return (f"{where}: after it, {localise.observation_name(item)} is {seen!r} in "
-                        f"your engine; torch gives {expected!r}")
-    return ""
+                seen_text, expected_text = _shown(seen, expected)
+                return Verdict(f"{where}: after it, {localise.observation_name(item)} is "
+                               f"{seen_text} in your engine; torch gives {expected_text}")
+    return Verdict("")
+
+
+def _shown(found: Any, expected: Any) -> tuple[str, str]:
+    """A value read from an engine and torch's, for a message: numbers with as few digits as
+    tell them apart, a long list shortened, an error as what reading it raised."""
+    if isinstance(found, dict):
+        error = found.get("error") or {}
+        return (f"an error (reading it raised {error.get('type', 'Error')}: "
+                f"{_first_line(str(error.get('message', '')))})", _plain(expected))
+    if (_numeric(found) and _numeric(expected) and isinstance(found, list) == isinstance(
+            expected, list) and (not isinstance(found, list) or len(found) == len(expected))):
+        return pair_text(found, expected)
+    return _plain(found), _plain(expected)
+
+
+def _numeric(x: Any) -> bool:
+    return type(x) in (int, float) or isinstance(x, list) and all(type(v) in (int, float)
+                                                                  for v in x)
+
+
+def _plain(x: Any) -> str:
+    return number_text(x) if _numeric(x) else repr(x)
 
 
 def _close(found: Any, expected: Any, tolerance: compare.Tolerance) -> bool:
@@ -74,6 +118,12 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def _error_sentence(during: str, error: Mapping[str, Any]) -> str:
+def _error_sentence(program: Program, during: str, error: Mapping[str, Any]) -> Verdict:
+    """What the engine raised, naming the use that failed when the record names one; blocked
+    by that piece when the engine lacks it."""
+    use = uses.describe(program, error)
+    if use is not None:
+        return Verdict(use.sentence, use.piece if use.missing else "")
     where = f" while {during}" if during else ""
-    return f"your engine raised {error['type']}{where}: {_first_line(error['message'])}"
+    return Verdict(f"your engine raised {error.get('type', 'Error')}{where}: "
+                   f"{_first_line(str(error.get('message', '')))}")

@@ -102,6 +102,33 @@ BINARY_BY_SYMBOL: dict[str, Op] = {op.symbol: op for op in OPS.values() if op.ki
 CALLABLE: dict[str, Op] = {op.name: op for op in OPS.values() if op.kind in (FUNCTION, REDUCTION)}
 
 
+#: the method of a tensor that each infix operator calls (`a / b` is `a.__truediv__(b)`)
+DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow"}
+#: what the protocol asks of an engine besides the operations' own methods: the module's
+#: `tensor` and `no_grad`, and the methods and attributes of its tensors.
+PROTOCOL = ("tensor", "no_grad", "tolist", "backward", "grad", "retain_grad", "detach",
+            "requires_grad_", "requires_grad", "is_leaf", "grad_fn")
+
+
+def method_of(op: Op, number_first: bool = False) -> str:
+    """The method of the engine's tensor that applying `op` calls. Python's own fallbacks
+    decide it: `x ** 2` calls `x.__pow__` only, while `2 ** x` (a number on the left) asks the
+    tensor's reflected `__rpow__`; `-x` is `__neg__`, `v[1]` is `__getitem__`, `x.exp()` is
+    `exp`."""
+    if op.kind == BINARY:
+        return f"__{'r' * number_first}{DUNDER[op.symbol]}__"
+    if op.kind == UNARY:
+        return "__neg__"
+    if op.kind == SELECT:
+        return "__getitem__"
+    return op.name
+
+
+#: every name a failed use of the engine can blame (the worker reports one of these, no other)
+PIECES = frozenset({*PROTOCOL, *(method_of(op, first) for op in OPS.values()
+                                 for first in (False, True))})
+
+
 def allowed(interval: Interval, margin: float = 0.0) -> list[tuple[float, float]]:
     """The open pieces of `interval` left after removing `margin` around edges and avoid points."""
     if margin < 0:

@@ -12,6 +12,20 @@ from pathlib import Path
 
 REFERENCE = Path(__file__).resolve().parents[2] / "reference" / "__init__.py"
 
+_TORCH_ORDER = "order.sort(key=_stamp, reverse=True)  # newest first: torch's order"
+_BREADTH_FIRST = """def _breadth_first(roots):
+    order = [r for r in roots if r._a is not None]
+    seen = set(order)
+    for node in order:
+        for p in _operands(node):
+            if isinstance(p, Scalar) and p._a is not None and p not in seen:
+                seen.add(p)
+                order.append(p)
+    return order
+
+
+"""
+
 #: name -> [(region header, text, replacement), ...]
 MUTANTS = {
     # wrong local derivatives, one per operation
@@ -47,6 +61,15 @@ MUTANTS = {
     "sigmoid_forward": [("class SigmoidBackward0", "_exp(-a)", "_exp(a)")],
     # no retain_grad(): the gradients inside the graph cannot be read
     "no_retain_grad": [("    def retain_grad", "def retain_grad(", "def _retain_grad(")],
+    # breadth-first from the output, each node once: += is right, but a node reached first by a
+    # short path passes its gradient on before the longer paths' share has arrived
+    "breadth_first": [("def _stamp", "def _stamp(", _BREADTH_FIRST + "def _stamp("),
+                      ("def _backward", _TORCH_ORDER, "order = _breadth_first(roots)")],
+    # the order of a set: it changes from one backward to the next (here: every other call is
+    # breadth-first), so the same backward gives different gradients
+    "set_order": [("def _stamp", "def _stamp(", _BREADTH_FIRST + "_calls = [0]\n\n\ndef _stamp("),
+                  ("def _backward", _TORCH_ORDER, _TORCH_ORDER + "\n    _calls[0] += 1\n"
+                   "    if _calls[0] % 2 == 0:\n        order = _breadth_first(roots)")],
 }
 
 
