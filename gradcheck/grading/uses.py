@@ -44,7 +44,9 @@ def describe(program: Program | None, error: Mapping[str, Any] | None) -> Use | 
             return None
         node = program.nodes[error["node"]]
     happened = f"{error.get('type', 'Error')}: {_first_line(str(error.get('message', '')))}"
-    if name == "tensor" and node is not None and node.op == "input" and node.size is not None:
+    stub = error.get("type") == "NotImplementedError"
+    if (name == "tensor" and node is not None and node.op == "input" and node.size is not None
+            and not stub and error.get("absent") is not True):  # tensor() works for a number
         return Use("tensor([...])", "`tensor([...])`", True,
                    "your engine is missing 1-D tensors: `tensor([...])`, a 1-D tensor, is not "
                    f"supported (making the input {node.name} raised {happened})")
@@ -59,7 +61,7 @@ def describe(program: Program | None, error: Mapping[str, Any] | None) -> Use | 
     if absent:
         return Use(piece, form, True,
                    f"your engine is missing `{piece}`: {form} needs it ({happened})")
-    if error.get("type") == "NotImplementedError":
+    if stub:
         return Use(piece, form, True, f"your engine is missing `{piece}`: {form} needs it, and "
                                       f"it raised {happened}")
     return Use(piece, form, False, f"your engine raised {happened.split(':')[0]} in {form} "
