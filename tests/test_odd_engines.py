@@ -56,20 +56,23 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
     # Reading .grad raises where torch gives None: only the checks that read such a .grad lose.
     "odd_grad_at_first_backward": {
         "grad-starts-none": (0.0, {
-            "behaviour": "step 1, `the program again` (exercise line 19): after it, x.grad is an "
-                         f"error (reading it raised AttributeError: {_NO_GRAD_YET}) in your "
+            "behaviour": "step 1, `the program again` (grad-starts-none.exercise.yaml:19): "
+                         "after it, x.grad is an error"
+                         f" (reading it raised AttributeError: {_NO_GRAD_YET}) in your "
                          "engine; torch gives None",
         }),
         "unused-input-grad-none": (0.0, {
             **{check: "your engine raised AttributeError reading `b.grad` after backward() "
                       f"({_NO_GRAD_YET}); an input's .grad should be None until a gradient "
                       "reaches it, then the gradient" for check in ("gradients", "sampled")},
-            "behaviour": "step 1, `y.backward()` (exercise line 21): after it, b.grad is an error "
+            "behaviour": "step 1, `y.backward()` (unused-input.exercise.yaml:21): after it, "
+                         "b.grad is an error "
                          f"(reading it raised AttributeError: {_NO_GRAD_YET}) in your engine; "
                          "torch gives None",
         }),
         "sgd-one-weight": (2.0, {
-            "behaviour": "step 2, `w = w - w.grad * 0.1 (no_grad)` (exercise line 36): after it, "
+            "behaviour": "step 2, `w = w - w.grad * 0.1 (no_grad)` "
+                         "(sgd-one-weight.exercise.yaml:36): after it, "
                          f"w.grad is an error (reading it raised AttributeError: {_NO_GRAD_YET}) "
                          "in your engine; torch gives None",
         }),
@@ -83,7 +86,8 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
     # micrograd's .grad = 0: wrong exactly where torch leaves .grad None.
     "odd_grad_starts_at_zero": {
         "grad-starts-none": (0.0, {
-            "behaviour": "step 1, `the program again` (exercise line 19): after it, x.grad is 0.0 "
+            "behaviour": "step 1, `the program again` (grad-starts-none.exercise.yaml:19): "
+                         "after it, x.grad is 0.0 "
                          "in your engine; torch gives None",
         }),
         "unused-input-grad-none": (0.0, {
@@ -92,11 +96,13 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
             "sampled": "dy/db at a=…, b=…: expected None (the output does not depend on it, so "
                        "torch leaves .grad None), found …. … more wrong values; … of … points "
                        "failed",
-            "behaviour": "step 1, `y.backward()` (exercise line 21): after it, b.grad is -0.0 in "
+            "behaviour": "step 1, `y.backward()` (unused-input.exercise.yaml:21): after it, "
+                         "b.grad is -0.0 in "
                          "your engine; torch gives None",
         }),
         "sgd-one-weight": (2.0, {
-            "behaviour": "step 2, `w = w - w.grad * 0.1 (no_grad)` (exercise line 36): after it, "
+            "behaviour": "step 2, `w = w - w.grad * 0.1 (no_grad)` "
+                         "(sgd-one-weight.exercise.yaml:36): after it, "
                          "w.grad is 0.0 in your engine; torch gives None",
         }),
     },
