@@ -20,10 +20,11 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gradcheck import __version__
+from gradcheck import __version__, watch
 from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
 from gradcheck.bank.models import ORACLES
 from gradcheck.bank import selection
+from gradcheck.bank.loader import Bank
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, validate
 from gradcheck.grading import answer_key
@@ -107,6 +108,10 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
                    help="refuse to grade if any exercise file is broken (for instructors' CI)")
     p.add_argument("--quiet", action="store_true",
                    help="print only the total, and no progress on stderr")
+    p.add_argument("--watch", action="store_true",
+                   help="keep going: grade again whenever the submission (or an exercise file) "
+                        "changes, in this one process with torch and jax imported, and say what "
+                        "changed; Ctrl-C stops")
     p.add_argument("--github", action="store_true",
                    help="in GitHub Actions: print an ::error annotation per failed check and "
                         "append the Markdown summary to $GITHUB_STEP_SUMMARY")
@@ -123,7 +128,10 @@ def run_grade(args: argparse.Namespace) -> int:
         chosen = selection.from_arguments(args, lambda: bank_default(course))
     except (CourseFileError, selection.SelectionError) as error:
         return _cannot_run(args, str(error))
-    prestart(args.key, args.oracles)  # grading live, jax's helper imports jax meanwhile
+    if args.watch:
+        watch.warm_up(args.key, args.oracles)  # imported here once, for every grading
+    else:
+        prestart(args.key, args.oracles)  # grading live, jax's helper imports jax meanwhile
     try:
         bank = chosen.load(strict=args.strict)
     except (ExerciseError, OSError) as error:  # ExerciseError: only with --strict
@@ -135,8 +143,20 @@ def run_grade(args: argparse.Namespace) -> int:
                                  + ", ".join(str(path) for path in chosen.paths))
     if not args.quiet:
         print(describe(chosen.paths, len(bank.exercises), course), file=sys.stderr)
+    if args.watch:
+        # the watch's own key stands for live oracles: the submission may import what it may
+        # when graded live
+        return watch.run(args, bank, chosen, lambda bank, seed, key: grade_and_report(
+            args, bank, seed, key, live=key != args.key)[1])
+    return grade_and_report(args, bank, args.seed, args.key)[0]
 
-    so_far = GradeReport(submission=args.submission, seed=args.seed or 0)
+
+def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None, key: str | None,
+                     live: bool = False) -> tuple[int, GradeReport | None]:
+    """Grade `bank` at `seed` (None: a new one) with `key`, write every requested report and
+    print the summary; the exit status, and the report when grading ran. `live`: the key only
+    saves the oracles' work, so the submission is run as in a live grading."""
+    so_far = GradeReport(submission=args.submission, seed=seed or 0)
 
     def save(report: GradeReport, incomplete: str) -> None:
         if args.results_json:
@@ -151,18 +171,19 @@ def run_grade(args: argparse.Namespace) -> int:
 
     shown.start()
     try:
-        with Grader(args.submission, seed=args.seed, key=args.key, oracles=args.oracles,
+        with Grader(args.submission, seed=seed, key=key, oracles=args.oracles,
                     timeout=args.timeout, memory_mb=args.memory_mb,
-                    worker=_worker_options(args)) as grader:
+                    worker={**_worker_options(args), **({"forbid": ()} if live else {})}
+                    ) as grader:
             so_far.seed = grader.seed
             save(so_far, UNFINISHED)
             report = grader.grade_bank(bank, progress)
     except GraderError as error:
-        return _cannot_run(args, str(error), so_far)
+        return _cannot_run(args, str(error), so_far), None
     except Exception as error:  # a fault of gradcheck, not of the submission: keep the results
         traceback.print_exc()
         return _cannot_run(args, f"the grader failed ({type(error).__name__}: {error}); this is "
-                                 "a fault of gradcheck, not of the submission", so_far)
+                                 "a fault of gradcheck, not of the submission", so_far), None
     finally:
         shown.close()
     save(report, incomplete="")
@@ -173,8 +194,8 @@ def run_grade(args: argparse.Namespace) -> int:
         sys.stdout.write(github.annotate(report, resolve_submission(args.submission),
                                             show_hidden=args.show_hidden))
     if args.fail_under is not None and report.score < args.fail_under:
-        return UNDER_THRESHOLD
-    return 0
+        return UNDER_THRESHOLD, report
+    return 0, report
 
 
 def add_validate(subparsers: argparse._SubParsersAction) -> None:

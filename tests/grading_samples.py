@@ -88,6 +88,16 @@ def write_bank(folder: Path) -> Path:
     return folder
 
 
+def write_fd_bank(folder: Path) -> Path:
+    """Two visible exercises (4 points) the reference grades against finite differences alone
+    (`--oracles fd`): no torch, no jax, so that a subprocess grades them in about a second."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "product.exercise.yaml").write_text(PRODUCT.replace("  graph: {names: [x, y, f]}\n",
+                                                                  ""))
+    (folder / "cube.exercise.yaml").write_text(CUBE.replace("visibility: hidden", ""))
+    return folder
+
+
 def read_results(path: Path) -> dict:
     """A results.json file, checked against Gradescope's format."""
     data = json.loads(path.read_text())

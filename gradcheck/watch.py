@@ -1,0 +1,163 @@
+"""`gradcheck grade SUBMISSION --watch`: grade again whenever the submission changes, and say what
+changed since the last grading ("+3 points: op-mul now passes").
+
+One process does every grading, with torch and jax imported once (`warm_up`), so a grading
+after a save costs the worker's and the oracles' work, not their imports: the oracles then run
+in this process's threads instead of a helper process that would import jax each time. Every
+grading uses the first one's seed, so that a change in points is a change in the submission,
+never in the sampled points. The submission's files (its module, or every .py file of its
+package) and the exercise files are polled: a poll of a few files' times costs nothing, and no
+platform-specific notifier is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from gradcheck.bank.loader import Bank, exercise_files
+from gradcheck.bank.models import SUFFIX
+from gradcheck.bank.problems import ExerciseError
+from gradcheck.bank.selection import Selection, SelectionError
+from gradcheck.grading import answer_key
+from gradcheck.grading.grader import resolve_submission
+from gradcheck.grading.results import GradeReport
+from gradcheck.reports import by_exercise, points
+
+#: seconds between two looks at the files
+POLL = 0.1
+#: seconds the files must stay the same before grading: an editor may write a file in parts
+SETTLE = 0.05
+
+#: grades a bank at a seed (None: a new one) with an answer key (or None), prints the report
+Grade = Callable[[Bank, "int | None", "str | None"], "GradeReport | None"]
+
+
+def warm_up(key: object, oracles: Sequence[str] | None) -> None:
+    """Import torch and jax now, once, for every grading to come: those installed that the
+    gradings use (none with an answer key; jax only if its oracle is used)."""
+    if key is not None:
+        return
+    for name in ("torch", "jax"):
+        used = name == "torch" or oracles is None or name in oracles
+        if used and importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+
+
+def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
+        out: TextIO = sys.stdout) -> int:
+    """Grade now, then again after every change, until Ctrl-C (which `gradcheck` turns into its
+    exit status 130)."""
+    submission = resolve_submission(args.submission)
+    report = grade(bank, args.seed, args.key)
+    seed = report.seed if report is not None else args.seed
+    with tempfile.TemporaryDirectory(prefix="gradcheck-watch-") as folder:
+        oracles = set(args.oracles or ("torch", "jax"))
+        key = args.key or (_key(bank, seed, Path(folder) / "key.json", out)
+                           if oracles & {"torch", "jax"} else None)
+        seen = _snapshot(submission, chosen)
+        while True:
+            _say(out, f"watching {args.submission} for changes (Ctrl-C stops)")
+            seen, changed = _wait_for_change(submission, chosen, seen)
+            started = time.monotonic()
+            if any(path.name.endswith(SUFFIX) for path in changed):
+                try:  # an exercise changed: read the bank again
+                    bank = chosen.load(strict=args.strict)
+                except (ExerciseError, SelectionError) as error:
+                    _say(out, f"cannot load the exercise bank:\n{error}")
+                    continue
+            _say(out, f"\n{args.submission} changed: grading again (seed {seed})")
+            latest = grade(bank, seed, key)
+            if latest is None:  # the grader could not run; it said why
+                continue
+            _say(out, "\n".join(changes(report, latest))
+                 + f"\n(graded {time.monotonic() - started:.1f} s after the change)")
+            report = latest
+
+
+def _key(bank: Bank, seed: int | None, path: Path, out: TextIO) -> str | None:
+    """An answer key of the bank at `seed`, built once: every grading after the first takes
+    torch's and jax's answers from it (an exercise changed since is graded live, as with any
+    key), so that only the submission's own work is done again. None if it cannot be built."""
+    if seed is None or not bank.exercises:
+        return None
+    _say(out, "building an answer key in memory, for faster gradings after each change ...")
+    try:
+        answer_key.build(bank, seed, path)
+    except answer_key.KeyFileError as error:
+        _say(out, f"no answer key ({error}); each grading runs the oracles")
+        return None
+    return str(path)
+
+
+def changes(before: GradeReport | None, after: GradeReport) -> list[str]:
+    """What changed in points, exercise by exercise, the largest changes first, then the
+    total: "+3 points: op-mul now passes"."""
+    old = {e.exercise_id: e for e in by_exercise(before)} if before is not None else {}
+    lines: list[tuple[float, str]] = []
+    for exercise in by_exercise(after):
+        previous = old.get(exercise.exercise_id)
+        delta = exercise.score - (previous.score if previous else 0.0)
+        if previous is not None and abs(delta) < 1e-9:
+            continue
+        if previous is None:
+            what = f"{exercise.exercise_id} is new, {points(exercise.score)}/" \
+                   f"{points(exercise.max_score)}"
+        elif exercise.status == "passed":
+            what = f"{exercise.exercise_id} now passes"
+        elif exercise.score == 0:
+            what = f"{exercise.exercise_id} now fails"
+        else:
+            what = (f"{exercise.exercise_id} now has {points(exercise.score)}/"
+                    f"{points(exercise.max_score)}")
+        lines.append((delta, f"{'+' if delta >= 0 else '-'}{points(abs(delta))} points: {what}"))
+    lines.sort(key=lambda line: -abs(line[0]))
+    total = after.score - (before.score if before is not None else 0.0)
+    summary = (f"total {points(after.score)}/{points(after.max_score)}, "
+               + (f"{'+' if total >= 0 else '-'}{points(abs(total))} points"
+                  if abs(total) >= 1e-9 else "no change in points"))
+    return [text for _, text in lines] + [summary]
+
+
+def _snapshot(submission: Path, chosen: Selection) -> dict[Path, tuple[int, int]]:
+    """The modification time and size of every file watched."""
+    files = sorted(submission.rglob("*.py")) if submission.is_dir() else [submission]
+    stamps: dict[Path, tuple[int, int]] = {}
+    for path in files + exercise_files(chosen.paths):
+        try:
+            stat = path.stat()
+        except OSError:  # removed, or being replaced: a change
+            stamps[path] = (-1, -1)
+        else:
+            stamps[path] = (stat.st_mtime_ns, stat.st_size)
+    return stamps
+
+
+def _wait_for_change(submission: Path, chosen: Selection, seen: dict[Path, tuple[int, int]]
+                     ) -> tuple[dict[Path, tuple[int, int]], set[Path]]:
+    """Poll until a file watched changes and then stays the same for SETTLE seconds: the new
+    stamps, and the files added, removed or changed."""
+    while True:
+        time.sleep(POLL)
+        now = _snapshot(submission, chosen)
+        if now == seen:
+            continue
+        while True:  # let the writing finish
+            time.sleep(SETTLE)
+            settled = _snapshot(submission, chosen)
+            if settled == now:
+                return settled, {path for path in settled.keys() | seen.keys()
+                                 if settled.get(path) != seen.get(path)}
+            now = settled
+
+
+def _say(out: TextIO, text: str) -> None:
+    out.write(text + "\n")
+    out.flush()
