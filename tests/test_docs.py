@@ -80,6 +80,9 @@ def test_instructors_walkthrough_runs_and_publishes(course):
     assert reference[0] == reference[1] and starter[0] == "0", output
     assert (folder / "autograder.zip").is_file()
     assert '"score": 0' in output  # results.json of the starter, tried as Gradescope would
+    if os.geteuid() == 0:  # setup.sh checked the worker's user, and run_autograder used it
+        assert "setup.sh: the worker starts as uid 61000" in output
+    assert "cannot run" not in output and "could not grade" not in output
     published = {p.name for p in (folder / "student" / "exercises").rglob("*.yaml")}
     assert "product-rule.exercise.yaml" in published
     assert "product-rule-hidden.exercise.yaml" not in published

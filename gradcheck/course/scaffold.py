@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     exercises = sum(path.name.endswith(".exercise.yaml") for path in written)
     print(f"made {args.folder}: {exercises} exercise(s), the student template in "
           f"{args.folder / 'student'}. Next, from {args.folder}: see README.md, or run\n"
-          "  gradcheck validate exercises\n"
-          "  gradcheck key build --exercises exercises --out key.json\n"
-          "  gradcheck bundle classroom --exercises exercises --key key.json --out student")
+          "  gradcheck validate\n"
+          "  gradcheck key build --out key.json\n"
+          "  gradcheck bundle classroom --key key.json --out student")
     return 0
