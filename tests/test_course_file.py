@@ -146,3 +146,10 @@ def test_the_seed_of_a_key_is_the_one_given_else_the_courses_else_the_default(co
     (tmp_path / FILE_NAME).write_text('seed = "random"\n')
     random = read_course(tmp_path / FILE_NAME)
     assert random.seed is None and key_seed(None, random) != key_seed(None, random)
+
+
+def test_explain_finds_exercises_by_id_in_the_course_bank(course):
+    done = run(["explain", "relu-kink-torch"], course / "work")  # bundled, not the course's
+    assert done.returncode == 2
+    assert (f"no exercise 'relu-kink-torch' in the course's bank {course / 'exercises'}; its "
+            "exercises are chain-rule-z") in done.stderr

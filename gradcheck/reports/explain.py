@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from gradcheck.bank import bundled
+from gradcheck.bank.course_file import CourseFileError, bank_default, find_course
 from gradcheck.bank.loader import load_bank, load_exercise
 from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def find_exercise(text: str) -> Exercise:
-    """An exercise file, or an exercise of the bundled bank by id."""
+    """An exercise file, or by id an exercise of the course's bank (gradcheck.toml in this
+    folder or above), else of the bundled bank."""
     path = Path(text)
     try:
         if path.is_file():
@@ -110,10 +111,16 @@ def find_exercise(text: str) -> Exercise:
         raise ExplainError(f"{path} is not a valid exercise:\n{error}") from None
     if path.suffix in (".yaml", ".yml") or "/" in text:
         raise ExplainError(f"no exercise file at {path}")
-    bank = load_bank(bundled.bank_dir())
+    try:
+        course = find_course()
+    except CourseFileError as error:
+        raise ExplainError(str(error)) from None
+    folder = bank_default(course)
+    bank = load_bank(folder)
     by_id = {exercise.id: exercise for exercise in bank.exercises}
     if text not in by_id:
-        raise ExplainError(f"no exercise {text!r} in the bundled bank; its exercises are "
+        where = f"the course's bank {folder}" if course else "the bundled bank"
+        raise ExplainError(f"no exercise {text!r} in {where}; its exercises are "
                            f"{', '.join(sorted(by_id))}, or give an exercise file")
     return by_id[text]
 
