@@ -45,6 +45,9 @@ def forms(op: Any) -> list[tuple[str, dict[str, Any]]]:
                 (f"z = (v {s} w).sum()", {"v": [a, a + 0.2], "w": [b, b + 0.1]})]
     if op.kind == UNARY:
         return [("z = (-a) * a", {"a": a})]
+    if op.name == "detach":  # only the other factor's history is differentiated
+        return [("z = detach(a * c) * a * c", {"a": a, "c": 0.8}),
+                ("z = (v.detach() * v * v).sum()", {"v": [a, a + 0.25]})]
     if op.kind == FUNCTION:
         return [(f"z = {op.name}(a) * {op.name}(a * c)", {"a": a, "c": 0.8}),
                 (f"z = (v.{op.name}() * v).sum()", {"v": [a, a + 0.25]})]

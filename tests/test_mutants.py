@@ -70,9 +70,13 @@ def test_every_operation_of_the_table_has_a_wrong_derivative_in_the_catalogue():
             results = [op.engine(v, 1)]
         else:
             results = [op.engine(x)]
+        if op.name == "detach":  # makes no node: its bug is keeping the history
+            assert all(r.grad_fn is None for r in results)
+            assert any(m.name == "detach-keeps-history" for m in CATALOGUE)
+            continue
         made |= {type(r.grad_fn).__name__ for r in results}
     edited = " ".join(f"{e.where} {e.old}" for m in CATALOGUE for e in m.edits)
-    assert len(made) >= len(OPS)
+    assert len(made) >= len(OPS) - 1
     assert [name for name in sorted(made) if name not in edited] == []
 
 

@@ -126,6 +126,9 @@ def _evaluate(program: Program, leaves: dict[str, np.ndarray]
     critical: list[tuple[int, np.ndarray]] = []
 
     def apply(op: Op, args: list[Any], node: Node) -> Any:
+        if op.name == "detach":  # a constant: every perturbed row keeps the unperturbed value
+            value = np.asarray(args[0])
+            return np.broadcast_to(value[..., :1, :], value.shape)
         crit = critical_argument(program, op, args, node)
         if crit is not None and np.ndim(crit) >= 2:
             critical.append((ids[id(node)], np.asarray(crit)))

@@ -39,6 +39,8 @@ from gradcheck.program.ops import FUNCTION, Op  # noqa: E402
 
 def _named(name: str) -> Callable[[Any], Any]:
     """jax's own function of that name, so that its derivative (and convention at a kink) is."""
+    if name == "detach":
+        return jax.lax.stop_gradient
     return getattr(jnp, name, None) or getattr(jax.nn, name)
 
 

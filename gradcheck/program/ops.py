@@ -94,6 +94,11 @@ OPS: dict[str, Op] = {
         Op("mean", REDUCTION, 1, _method("mean"), lambda xp, a: xp.mean(a, axis=0),
            domains=(_ANY,)),
         Op("select", SELECT, 1, lambda a, i: a[i], lambda xp, a, i: a[i], domains=(_ANY,)),
+        # The same value with no history: nothing flows back through it. Its array form is the
+        # value; each oracle stops the gradient its own way (finite differences hold it at the
+        # unperturbed point, jax calls stop_gradient, torch detach).
+        Op("detach", FUNCTION, 1, _method("detach"), lambda xp, a: a, domains=(_ANY,),
+           doc="x.detach(): a constant with x's value"),
     ]
 }
 
