@@ -263,3 +263,29 @@ def test_check_order_2_checks_second_derivatives_and_an_engine(tmp_path):
     assert not wrong.ok and "d2z/d(direction) dx at x=0.7" in wrong.grading.message
     with pytest.raises(ValueError, match="order is 1"):
         gradcheck.check("z = x", at={"x": 1.0}, order=3)
+
+
+def test_a_drawn_value_follows_the_grading_seed_and_answers_need_fixed_inputs(tmp_path):
+    from gradcheck.bank.problems import ExerciseError
+    from gradcheck.grading.plan import sample_seed, torch_request
+
+    exercise = load_exercise(bank_dir() / "05-training" / "random-init-weights.exercise.yaml")
+    one, two = (exercise.values_at(sample_seed(s, exercise.id)) for s in (1, 2))
+    assert one == exercise.values_at(sample_seed(1, exercise.id)) and one["w"] != two["w"]
+    assert len(one["w"]) == 3 and one["x"] == [1.0, -2.0, 0.5]
+    seed = sample_seed(1, exercise.id)
+    assert exercise.check_points("gradients", seed) == [one]
+    assert torch_request(exercise, "behaviour", seed)["point"] == one
+    bad = tmp_path / "bad.exercise.yaml"
+    bad.write_text("id: bad\ntitle: t\ntopic: t\npoints: 1\ninputs:\n"
+                   "  w: {value: {normal: [0, -1]}}\n  u: {value: {uniform: [0, 1]}}\n"
+                   "program: |\n  z = w * u\nchecks:\n  answers:\n    cases:\n"
+                   "      - {value: 1.0}\n")
+    with pytest.raises(ExerciseError) as caught:
+        load_exercise(bad)
+    assert "the standard deviation (-1) must be positive" in str(caught.value)
+    bad.write_text(bad.read_text().replace("[0, -1]", "[0, 1]"))
+    with pytest.raises(ExerciseError) as caught:
+        load_exercise(bad)
+    assert ("a hand-derived answer needs fixed inputs, but u, w are drawn at random; give "
+            "them in `at`") in str(caught.value)

@@ -8,6 +8,7 @@ from typing import Iterable
 
 from gradcheck.bank import yaml_reader
 from gradcheck.bank.models import (
+    Draw,
     Exercise,
     HessianCheck,
     Point,
@@ -41,9 +42,15 @@ def cross_check(exercise: Exercise) -> tuple[Program | None, list[_Issue]]:
     if checks.gradients:
         for i, point in enumerate(checks.gradients.points):
             issues += _point_issues(exercise, point, ("checks", "gradients", "points", i))
+    drawn = [name for name, spec in exercise.inputs.items() if isinstance(spec.value, Draw)]
     if checks.answers:
         for i, case in enumerate(checks.answers.cases):
             where = ("checks", "answers", "cases", i)
+            unfixed = [name for name in drawn if name not in (case.at or {})]
+            if unfixed:
+                issues.append((where, f"a hand-derived answer needs fixed inputs, but "
+                               f"{listing(unfixed)} {'is' if len(unfixed) == 1 else 'are'} "
+                               "drawn at random; give them in `at`", None))
             if case.at is not None:
                 issues += _point_issues(exercise, case.at, where + ("at",))
             issues += _grads_issues(exercise, case.grads, where + ("grads",))

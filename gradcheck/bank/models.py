@@ -15,6 +15,7 @@ import hashlib
 import keyword
 import math
 import os
+import random
 import re
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, get_args
@@ -154,11 +155,46 @@ class Domain(_Model):
         return self
 
 
+class Draw(_Model):
+    """A value drawn at random, like `torch.randn(3)` in a course's script: from a normal or a
+    uniform distribution, reproducibly from the grading seed (a run's seed draws the same
+    values every time, and another seed other values)."""
+
+    normal: Annotated[list[Finite], Field(min_length=2, max_length=2)] | None = None
+    """[mean, standard deviation]."""
+    uniform: Annotated[list[Finite], Field(min_length=2, max_length=2)] | None = None
+    """[low, high]."""
+    size: int | None = Field(None, ge=1, le=MAX_VECTOR)
+    """The length of a 1-D input; default: a scalar."""
+
+    @model_validator(mode="after")
+    def _one_distribution(self) -> Draw:
+        if (self.normal is None) == (self.uniform is None):
+            raise ValueError("give exactly one distribution: normal: [mean, std] or "
+                             "uniform: [low, high]")
+        if self.normal is not None and not self.normal[1] > 0:
+            raise ValueError(f"the standard deviation ({self.normal[1]:g}) must be positive")
+        if self.uniform is not None and not self.uniform[0] < self.uniform[1]:
+            raise ValueError(f"low ({self.uniform[0]:g}) must be below high "
+                             f"({self.uniform[1]:g})")
+        return self
+
+    def draw(self, seed: int, name: str) -> float | list[float]:
+        """The value at `seed` (the exercise's grading seed) for the input `name`."""
+        rng = random.Random(f"{seed}:{name}")  # a str seed is hashed the same on every platform
+        if self.normal is not None:
+            one = lambda: rng.gauss(self.normal[0], self.normal[1])  # noqa: E731
+        else:
+            one = lambda: rng.uniform(self.uniform[0], self.uniform[1])  # noqa: E731
+        return one() if self.size is None else [one() for _ in range(self.size)]
+
+
 class Input(_Model):
     """One leaf of the program: a scalar or a 1-D tensor."""
 
-    value: Value
-    """A number (a scalar input) or a list of numbers (a 1-D input); the default point."""
+    value: Value | Draw
+    """A number (a scalar input) or a list of numbers (a 1-D input), or a distribution to draw
+    it from with the grading seed ({normal: [0, 1]}); the default point."""
     requires_grad: bool = True
     """Whether the leaf is made with `requires_grad=True` (its gradient is checked)."""
     domain: Domain | None = None
@@ -167,7 +203,11 @@ class Input(_Model):
     @property
     def size(self) -> int | None:
         """None for a scalar, else the length of the 1-D value."""
-        return value_size(self.value)
+        return self.value.size if isinstance(self.value, Draw) else value_size(self.value)
+
+    def value_at(self, seed: int, name: str) -> float | list[float]:
+        """The value, drawn at `seed` if it is a distribution."""
+        return self.value.draw(seed, name) if isinstance(self.value, Draw) else self.value
 
 
 class Tol(_Model):
@@ -500,8 +540,13 @@ class Exercise(_Model):
 
     @property
     def values(self) -> Point:
-        """The inputs' values as a point."""
-        return {name: spec.value for name, spec in self.inputs.items()}
+        """The inputs' values as a point (drawn values at seed 0)."""
+        return self.values_at(0)
+
+    def values_at(self, seed: int) -> Point:
+        """The inputs' values as a point, a drawn value drawn at `seed` (the exercise's grading
+        seed, `gradcheck.grading.plan.sample_seed`)."""
+        return {name: spec.value_at(seed, name) for name, spec in self.inputs.items()}
 
     @property
     def grad_names(self) -> list[str]:
@@ -512,7 +557,7 @@ class Exercise(_Model):
         """The points a gradient check is graded at: the inputs' values, then the listed points
         (`gradients`); each case's point (`answers`); `count` points drawn from the domains,
         reproducibly from `seed`, the other inputs at their values (`sampled`)."""
-        base = self.values
+        base = self.values_at(seed)
         if check == "gradients":
             return [base] + [{**base, **p} for p in self.checks.gradients.points]
         if check == "answers":
@@ -530,7 +575,7 @@ class Exercise(_Model):
         options = getattr(self.checks, check)
         count = options.count
         return Sampling({n: self.sizes[n] for n in domains}, domains, options.margin, count,
-                        seed, self.values)
+                        seed, self.values_at(seed))
 
     def line_of(self, field_path: str | tuple[str | int, ...]) -> int:
         """The line of a field (or of its nearest written parent); 0 if not loaded from a file."""

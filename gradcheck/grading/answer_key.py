@@ -184,7 +184,7 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
             if name == "hessian":  # second order is graded live (docs/grading.md)
                 continue
             if name in ("graph", "behaviour"):
-                request = torch_request(exercise, name)
+                request = torch_request(exercise, name, sample_seed(seed, exercise.id))
                 checks[name] = {"request": request,
                                 "torch": handler.handle(torch_engine, request)}
                 continue

@@ -231,7 +231,8 @@ class Grader:
         if name == "hessian":
             return self._hessian(exercise, budget)
         verdict = verdicts.graph if name == "graph" else _behaviour_verdict
-        return self._against_torch(exercise, torch_request(exercise, name), budget, verdict)
+        return self._against_torch(exercise, torch_request(
+            exercise, name, sample_seed(self.seed, exercise.id)), budget, verdict)
 
     def _wanted(self, exercise: Exercise, name: str) -> list[str]:
         """The oracles a gradient check is graded against in this run."""

@@ -35,10 +35,12 @@ def sample_seed(seed: int, exercise_id: str) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def torch_request(exercise: Exercise, name: str) -> dict[str, Any]:
-    """The request of a `graph` or `behaviour` check: asked of torch here and of the engine."""
+def torch_request(exercise: Exercise, name: str, seed: int = 0) -> dict[str, Any]:
+    """The request of a `graph` or `behaviour` check: asked of torch here and of the engine;
+    `seed` (the exercise's, `sample_seed`) draws any input given as a distribution."""
     check = getattr(exercise.checks, name)
-    request = {"kind": name, "program": exercise.program.spec(), "point": exercise.values,
+    request = {"kind": name, "program": exercise.program.spec(),
+               "point": exercise.values_at(seed),
                "requires_grad": exercise.grad_names}
     if name == "graph":
         return {**request, "names": list(check.names)}
