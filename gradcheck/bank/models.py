@@ -27,6 +27,7 @@ from pydantic import (
     Field,
     PlainValidator,
     PrivateAttr,
+    ValidationError,
     WithJsonSchema,
     model_validator,
 )
@@ -189,10 +190,34 @@ class Draw(_Model):
         return one() if self.size is None else [one() for _ in range(self.size)]
 
 
+def _value_or_draw(value: Any) -> float | list[float] | Draw:
+    """A value, or a distribution to draw one from: one message for either mistake."""
+    if isinstance(value, Draw):
+        return value
+    if not isinstance(value, dict):
+        return _number_or_numbers(value)
+    try:
+        return Draw.model_validate(value)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise PydanticCustomError("draw", "{where}{message}", {
+            "where": f"{where}: " if where else "", "message": first["msg"].removeprefix(
+                "Value error, ")}) from None
+
+
+#: A value, or the distribution it is drawn from (`{normal: [0, 1], size: 3}`).
+InputValue = Annotated[float | list[float] | Draw, PlainValidator(_value_or_draw),
+                       WithJsonSchema({"anyOf": [
+                           {"type": "number"},
+                           {"type": "array", "items": {"type": "number"}, "minItems": 1},
+                           Draw.model_json_schema()]})]
+
+
 class Input(_Model):
     """One leaf of the program: a scalar or a 1-D tensor."""
 
-    value: Value | Draw
+    value: InputValue
     """A number (a scalar input) or a list of numbers (a 1-D input), or a distribution to draw
     it from with the grading seed ({normal: [0, 1]}); the default point."""
     requires_grad: bool = True
