@@ -30,6 +30,7 @@ from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, validate
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import (
     DEFAULT_MEMORY_MB,
+    DEFAULT_TOTAL_TIMEOUT,
     Grader,
     GraderError,
     prestart,
@@ -88,6 +89,10 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--key", metavar="FILE", help="an answer key built by gradcheck")
     p.add_argument("--timeout", metavar="S", type=_positive, help="seconds per exercise, "
                                                                    "unless an exercise says")
+    p.add_argument("--total-timeout", metavar="S", type=_positive,
+                   default=DEFAULT_TOTAL_TIMEOUT,
+                   help="seconds the whole submission's grading may take; past them every "
+                        "check left fails at once (default: %(default)g)")
     p.add_argument("--memory-mb", metavar="MB", type=int, default=DEFAULT_MEMORY_MB,
                    help="memory limit of the worker (default: %(default)s)")
     p.add_argument("--worker-user", metavar="UID", type=batch.user_id,
@@ -173,8 +178,8 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None, key
     try:
         with Grader(args.submission, seed=seed, key=key, oracles=args.oracles,
                     timeout=args.timeout, memory_mb=args.memory_mb,
-                    worker={**_worker_options(args), **({"forbid": ()} if live else {})}
-                    ) as grader:
+                    worker={**_worker_options(args), **({"forbid": ()} if live else {})},
+                    total_timeout=args.total_timeout) as grader:
             so_far.seed = grader.seed
             save(so_far, UNFINISHED)
             report = grader.grade_bank(bank, progress)

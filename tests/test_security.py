@@ -388,3 +388,57 @@ def test_hardened_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_stu
     for name in ("results.json", "junit.xml", "summary.md"):
         _assert_nothing_of_the_hidden((out / name).read_text())
     _assert_nothing_of_the_hidden(capsys.readouterr().out)
+
+
+# --- bounded time: crashes in a row, and the whole submission's time ----------------------------
+
+from gradcheck.engine.sandbox import MAX_CRASHES  # noqa: E402
+
+
+def test_after_three_crashes_in_a_row_the_worker_is_not_restarted():
+    with Worker(ENGINES / "os_exit.py", import_timeout=10) as worker:
+        replies = [worker.request(ONE_POINT, timeout=5) for _ in range(MAX_CRASHES + 2)]
+        assert [reply.kind for reply in replies] == ["exit"] * MAX_CRASHES + ["crashes"] * 2
+        assert replies[-1].message == "the engine crashed 3 times in a row; not restarted"
+        assert worker.starts == MAX_CRASHES
+
+
+def test_a_reply_between_crashes_starts_the_count_again(tmp_path):
+    """Only crashes in a row count: an engine that crashes on every other request is
+    restarted each time."""
+    submission = tmp_path / "every_other.py"
+    submission.write_text(f"import os, sys\nsys.path.append({str(ENGINES)!r})\n"
+                          "from tiny import Tensor, no_grad, tensor\n"
+                          "_backward = Tensor.backward\n"
+                          "def backward(self, *args, **kwargs):\n"
+                          "    if self.data < 0:\n        os._exit(3)\n"
+                          "    return _backward(self, *args, **kwargs)\n"
+                          "Tensor.backward = backward\n")
+    crashing = {**ONE_POINT, "points": [{"x": -2.0, "y": 3.0}]}
+    with Worker(submission, import_timeout=10) as worker:
+        for _ in range(MAX_CRASHES + 1):
+            assert worker.request(crashing, timeout=5).kind == "exit"
+            assert not isinstance(worker.request(ONE_POINT, timeout=5), Failure)
+        assert worker.starts == MAX_CRASHES + 2
+
+
+def test_the_whole_submission_is_graded_within_its_total_timeout(tmp_path):
+    """--total-timeout bounds the grading of a submission that hangs on every request: the
+    check it hangs in fails with the bound named, every later one at once."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for number in range(4):
+        (bank / f"{number}.exercise.yaml").write_text(_EXERCISE.format(
+            id=f"hang-{number}", visibility="visible", constant="2.5"))
+    results = tmp_path / "results.json"
+    assert cli.main(["grade", str(ENGINES / "hang_forward.py"), "--exercises", str(bank),
+                     "--seed", "1", "--timeout", "30", "--total-timeout", "3",
+                     "--results-json", str(results)]) == 0
+    data = json.loads(results.read_text())
+    outputs = [test["output"] for test in data["tests"]]
+    assert data["execution_time"] < 30  # one exercise's --timeout is 30 s
+    assert outputs[0] == ("the submission's time ran out in the forward pass: grading it may take "
+                          "3 s in all (--total-timeout); this check and those after it are not "
+                          "graded")
+    assert all(output.startswith("not run: the submission's time ran out: grading it may take "
+                                 "3 s") for output in outputs[1:])

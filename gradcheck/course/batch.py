@@ -40,7 +40,7 @@ from gradcheck.bank.course_file import BANK_HELP, Course, CourseFileError, cours
 from gradcheck.bank.loader import Bank, load_bank
 from gradcheck.engine.sandbox import preflight
 from gradcheck.grading import answer_key
-from gradcheck.grading.grader import GraderError
+from gradcheck.grading.grader import DEFAULT_TOTAL_TIMEOUT, GraderError
 from gradcheck.grading.results import GradeReport
 from gradcheck.grading.score import total
 from gradcheck.reports import atomic_write
@@ -78,13 +78,15 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                 key: Path | None, seed: int | None, timeout: float | None,
                 memory_mb: int | None, submission_timeout: float,
                 junit: bool = False, worker_user: int | None = None,
-                worker_python: str | None = None, course: Course | None = None) -> list[Row]:
+                worker_python: str | None = None, course: Course | None = None,
+                total_timeout: float | None = None) -> list[Row]:
     """Grade every submission in `folder`; return the gradebook's rows in submission order.
 
     `junit`: also write `OUT/<name>/junit.xml`, hidden exercises' messages included (for an
     instructor's tools, such as `gradcheck mutants`). `worker_user`: the uid of job slot 0's
     workers (slot k's is `worker_user + k`); `worker_python`: the Python the workers run.
     `course`: the course whose folder the batch runs in, for the line that names the bank.
+    `total_timeout`: each grader's `--total-timeout` (default: grade's own).
     """
     bank = load_bank(exercises)
     if not bank.exercises:
@@ -108,6 +110,8 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
         command += ["--timeout", str(timeout)]
     if memory_mb:
         command += ["--memory-mb", str(memory_mb)]
+    if total_timeout:
+        command += ["--total-timeout", str(total_timeout)]
     if junit:
         command += ["--show-hidden"]
     if worker_python:
@@ -326,6 +330,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", metavar="S", type=float,
                    help="seconds per exercise, unless an exercise says")
     p.add_argument("--memory-mb", metavar="MB", type=int, help="memory limit of each worker")
+    p.add_argument("--total-timeout", metavar="S", type=float,
+                   help="seconds each submission's grading may take before every check left "
+                        f"fails at once (default {DEFAULT_TOTAL_TIMEOUT:g}); keep it under "
+                        "--submission-timeout, which kills the grader")
     p.add_argument("--submission-timeout", metavar="S", type=float,
                    default=SUBMISSION_TIMEOUT,
                    help="kill a submission's grading after S seconds (default %(default)g)")
@@ -354,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
                            key=args.key, seed=args.seed, timeout=args.timeout,
                            memory_mb=args.memory_mb, submission_timeout=args.submission_timeout,
                            worker_user=args.worker_user, worker_python=args.worker_python,
-                           course=course)
+                           course=course, total_timeout=args.total_timeout)
     except (CourseFileError, GraderError) as error:
         print(f"gradcheck grade-batch: {error}", file=sys.stderr)
         return CANNOT_RUN

@@ -45,7 +45,9 @@ run its Python or read gradcheck or the submission; `preflight` checks all three
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -62,6 +64,11 @@ from gradcheck.engine import census, handler, run, wire
 from gradcheck.engine.worker import BOOTSTRAP, HEADER, MAX_FRAME, PACKAGE, pack
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
+#: crashes in a row after which the worker is not restarted: an engine that crashes on every
+#: request, and takes seconds to import, would otherwise make a bank take hours
+MAX_CRASHES = 3
+#: the kinds of Failure that are not crashes: the worker hung, or never imported
+_NOT_CRASHES = ("timeout", "import", "crashes", "deadline")
 MAX_DETAIL = 20_000  # characters kept of a traceback (its end) or an exception's message
 _GRADCHECK_DIR = str(Path(__file__).resolve().parent.parent)  # the gradcheck package folder
 
@@ -70,7 +77,8 @@ _GRADCHECK_DIR = str(Path(__file__).resolve().parent.parent)  # the gradcheck pa
 class Failure:
     """A request the worker could not answer.
 
-    `kind` is one of timeout, exit, signal, memory, tasks, output, cpu, raised, protocol, import;
+    `kind` is one of timeout, exit, signal, memory, tasks, output, cpu, raised, protocol, import,
+    crashes (MAX_CRASHES in a row: not restarted), deadline (past `Worker.deadline`);
     `message` is a sentence for the student; `phase` is where the engine was (a key of
     :data:`gradcheck.engine.requests.PHASES`); `detail` holds a traceback or an exception's message.
     """
@@ -120,6 +128,11 @@ class Worker:
         self.import_seconds = 0.0
         #: bytes of output not kept.
         self.dropped = 0
+        #: requests in a row that ended in a crash (a failure that is not a timeout)
+        self.crashes = 0
+        #: a time.monotonic() after which no request starts and no wait goes on (the whole
+        #: submission's time, `--total-timeout`); None: no such bound
+        self.deadline: float | None = None
         self._kept = {"stdout": bytearray(), "stderr": bytearray()}
         self._dir = Path(tempfile.mkdtemp(prefix="gradcheck-worker-"))
         self._home = self._dir / "home"  # the worker's cwd, HOME and TMPDIR
@@ -168,10 +181,28 @@ class Worker:
         wire.check_request(request)
         if self.import_failure is not None:
             return self.import_failure
+        if self.crashes >= MAX_CRASHES:
+            return Failure("crashes", f"the engine crashed {MAX_CRASHES} times in a row; not "
+                           "restarted", "")
+        left = math.inf if self.deadline is None else self.deadline - time.monotonic()
+        if left <= 0:
+            return Failure("deadline", "not run: the submission's time ran out", "")
+        reply = self._request(request, min(timeout, left))
+        if isinstance(reply, Failure) and reply.kind == "timeout" and left < timeout:
+            reply = dataclasses.replace(reply, kind="deadline", message=(
+                f"the submission's time ran out {_where(reply.phase)}"))
+        if isinstance(reply, Failure):
+            self.crashes += reply.kind not in _NOT_CRASHES
+        else:
+            self.crashes = 0
+        return reply
+
+    def _request(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | Failure:
         if self._proc is None:
             failure = self._start()
             if failure is not None:
-                self.import_failure = failure
+                if failure.kind != "deadline":
+                    self.import_failure = failure
                 return failure
         self._phase = "start"
         deadline = time.monotonic() + timeout
@@ -219,10 +250,16 @@ class Worker:
         self._buffer.clear()
         self._eof = False
         self._phase = "import"
-        frame = self._wait(time.monotonic() + self.import_timeout, self.import_timeout)
+        wait = self.import_timeout
+        if self.deadline is not None:
+            wait = min(wait, self.deadline - time.monotonic())
+        frame = self._wait(time.monotonic() + wait, wait)
         self.import_seconds += time.monotonic() - began
         self._collect_output()
         if isinstance(frame, Failure):
+            if frame.kind == "timeout" and wait < self.import_timeout:
+                return Failure("deadline", "not run: the submission's time ran out while it "
+                               "was being imported", "import")
             return frame
         if frame.get("ready") is True:
             return None

@@ -47,6 +47,10 @@ from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.workers import Workers, details_shown
 
 DEFAULT_MEMORY_MB = 1024
+#: seconds a whole submission's grading may take (`--total-timeout`): past it, every check left
+#: fails at once, and the reports are written well within the ten minutes a platform such as
+#: Gradescope gives by default
+DEFAULT_TOTAL_TIMEOUT = 480.0
 #: what a submission graded from an answer key cannot import (docs/security.md)
 FRAMEWORKS = ("torch", "jax", "jaxlib")
 Progress = Callable[[str, list[CheckResult]], None]
@@ -80,7 +84,8 @@ class Grader:
     def __init__(self, submission: str | Path, *, seed: int | None = None,
                  key: str | Path | None = None, oracles: Sequence[str] | None = None,
                  timeout: float | None = None, memory_mb: int | None = DEFAULT_MEMORY_MB,
-                 worker: Mapping[str, Any] | None = None) -> None:
+                 worker: Mapping[str, Any] | None = None,
+                 total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT) -> None:
         self.label = str(submission)
         self.path = resolve_submission(submission)
         #: the answer key: torch's and jax's results come from it, for the exercises it holds.
@@ -94,6 +99,8 @@ class Grader:
         self.seed = secrets.randbelow(2**32) if seed is None else int(seed)
         self.oracles = tuple(oracles) if oracles else None
         self.timeout = timeout
+        #: the seconds all of the submission's requests may take, counted from the first
+        self.total_timeout = total_timeout
         # Grading from a key needs neither torch nor jax, so the submission may not use them
         # either (the bundled `torch` submission is torch itself).
         forbid = FRAMEWORKS if self.key is not None and self.label != "torch" else ()
@@ -437,9 +444,15 @@ class Grader:
             return Failure("timeout", f"not run: the exercise's {budget.seconds:g} s ran out "
                                       "in an earlier check", "")
         worker = self.workers.for_exercise(exercise)
+        if self.total_timeout is not None and self.workers.deadline is None:
+            self.workers.deadline = worker.deadline = time.monotonic() + self.total_timeout
         started, importing = time.monotonic(), worker.import_seconds
         reply = worker.request(request, timeout=remaining)
         budget.spent += time.monotonic() - started - (worker.import_seconds - importing)
+        if isinstance(reply, Failure) and reply.kind == "deadline":
+            return dataclasses.replace(reply, message=(
+                f"{reply.message}: grading it may take {self.total_timeout:g} s in all "
+                "(--total-timeout); this check and those after it are not graded"))
         if isinstance(reply, Failure) and reply.kind == "timeout" and reply.phase != "import":
             where = handler.PHASES.get(reply.phase, f"in {reply.phase}")
             return dataclasses.replace(reply, message=f"timed out after {budget.seconds:g} s "

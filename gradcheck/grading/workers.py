@@ -36,6 +36,8 @@ class Workers:
         self._options = dict(options)
         self._worker: Worker | None = None
         self._shown = True
+        #: Worker.deadline of every worker: the submission's time, shared by both sides
+        self.deadline: float | None = None
         #: per side (shown: True), each closed worker's import failure and output
         self._said: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
 
@@ -47,6 +49,7 @@ class Workers:
             self._retire()
         if self._worker is None:
             self._worker, self._shown = Worker(self._submission, **self._options), shown
+            self._worker.deadline = self.deadline
         return self._worker
 
     def close(self) -> None:
