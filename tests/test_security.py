@@ -339,9 +339,14 @@ def _leak_bank(folder: Path) -> Path:
 
 
 def _grade_leaky(tmp_path, *options):
+    return _grade_leaky_with(tmp_path, ENGINES / "leaky.py", *options)
+
+
+def _grade_leaky_with(tmp_path, submission, *options):
+    """Grade `submission` on the bank of visible and hidden exercises, with every report."""
     bank = _leak_bank(tmp_path / "bank")
     out = tmp_path / "out"
-    code = cli.main(["grade", str(ENGINES / "leaky.py"), "--exercises", str(bank), "--seed",
+    code = cli.main(["grade", str(submission), "--exercises", str(bank), "--seed",
                      "1", "--results-json", str(out / "results.json"), "--junit",
                      str(out / "junit.xml"), "--markdown", str(out / "summary.md"), *options])
     assert code == 0
@@ -442,3 +447,57 @@ def test_the_whole_submission_is_graded_within_its_total_timeout(tmp_path):
                           "graded")
     assert all(output.startswith("not run: the submission's time ran out: grading it may take "
                                  "3 s") for output in outputs[1:])
+
+
+# --- output amplification ----------------------------------------------------------------------
+
+from gradcheck.grading.results import CheckResult, GradeReport  # noqa: E402
+from gradcheck.reports import MAX_SHOWN  # noqa: E402
+from gradcheck.reports.gradescope import results_json  # noqa: E402
+
+_LOUD = """
+import sys
+sys.path.append({engines!r})
+import gradcheck.engine.handler as handler
+from tiny import Tensor, no_grad, tensor
+
+_handle = handler.handle
+
+
+def loud(engine, request, progress=None):
+    if request["kind"] == "inspect":  # every operation missing, each with 200 kB of why
+        names = ["exp", "tensor", "backward", "mul", "add", "tanh"]
+        return {{"missing": names, "details": {{name: name + "!" * 200_000 for name in names}},
+                "error": None}}
+    reply = _handle(engine, request, progress)
+    for result in reply.get("results", []):
+        result["error"] = {{"type": "Loud", "message": "?" * 1_000_000, "phase": "backward"}}
+    print("!" * 5_000_000)
+    return reply
+
+
+handler.handle = loud
+"""
+
+
+def test_no_string_from_the_worker_makes_a_report_large(tmp_path):
+    """A 200 kB `details` text is cut where it is read ("… (cut)"), and every check's message
+    in every report is cut again: results.json stays small however long the engine's texts."""
+    submission = tmp_path / "loud.py"
+    submission.write_text(_LOUD.format(engines=str(ENGINES)))
+    out = _grade_leaky_with(tmp_path, submission)
+    text = (out / "results.json").read_text()
+    data = json.loads(text)
+    assert len(text) < 200_000
+    assert all(len(test["output"]) <= MAX_SHOWN + len(wire.CUT) for test in data["tests"])
+    assert any(test["output"].endswith(wire.CUT) for test in data["tests"])
+    assert len((out / "summary.md").read_text()) < 200_000
+
+
+def test_results_json_stays_within_a_megabyte_whatever_the_checks_say():
+    long = "why " * 50_000
+    report = GradeReport(submission="e.py", seed=1, output="!" * 3_000_000, results=[
+        CheckResult(exercise_id=f"e{i}", check="gradients", title="t", score=0.0,
+                    max_score=1.0, status="failed", message=long) for i in range(2000)])
+    text = json.dumps(results_json(report))
+    assert len(text.encode()) < 1_000_000

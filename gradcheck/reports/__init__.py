@@ -18,10 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradcheck.bank.bundled import bank_dir
+from gradcheck.engine.wire import cut
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.score import total
 
 WITHHELD = "Details are not shown for this exercise."
+#: characters of one check's message in any report, and of the submission's output: an engine
+#: decides the length of what it says, and a report must stay readable (and within Gradescope's
+#: and GitHub's limits, about 1 MB for a step summary)
+MAX_SHOWN = 4_000
+MAX_OUTPUT = 50_000
 
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> None:
@@ -49,18 +55,19 @@ def details_shown(result: CheckResult, show_hidden: bool = False) -> bool:
     return show_hidden or result.visibility == "visible"
 
 
-def shown_message(result: CheckResult, show_hidden: bool = False) -> str:
-    """The result's message, or a note that it is withheld."""
-    return result.message if details_shown(result, show_hidden) else WITHHELD
+def shown_message(result: CheckResult, show_hidden: bool = False, limit: int = MAX_SHOWN) -> str:
+    """The result's message, cut to `limit` characters, or a note that it is withheld."""
+    return cut(result.message, limit) if details_shown(result, show_hidden) else WITHHELD
 
 
 def shown_output(report: GradeReport, show_hidden: bool = False) -> str:
     """What the worker of the visible exercises printed; with `show_hidden`, what the worker of
     the others said as well."""
     if not (show_hidden and report.withheld):
-        return report.output
-    return "\n\n".join(part for part in (report.output, "--- the worker of the exercises not "
-                                          "visible ---\n" + report.withheld) if part)
+        return cut(report.output, MAX_OUTPUT)
+    return cut("\n\n".join(part for part in (report.output, "--- the worker of the exercises "
+                                              "not visible ---\n" + report.withheld) if part),
+               MAX_OUTPUT)
 
 
 @dataclass

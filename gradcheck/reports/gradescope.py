@@ -15,6 +15,7 @@ from typing import Any
 
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import (
+    MAX_SHOWN,
     atomic_write,
     by_exercise,
     details_shown,
@@ -26,9 +27,15 @@ from gradcheck.reports import (
 UNFINISHED = "Grading did not finish: these are the results so far."
 
 
+#: characters of all the tests' outputs together: results.json stays about 1 MB at most, what
+#: Gradescope's page shows at ease, whatever the engine said and however many checks there are
+MAX_TESTS_OUTPUT = 600_000
+
+
 def results_json(report: GradeReport, *, incomplete: str = "") -> dict[str, Any]:
     """The results.json document for `report`; `incomplete` says why results may be missing."""
-    tests = [_test(r, f"{i}.{j}")
+    limit = max(100, min(MAX_SHOWN, MAX_TESTS_OUTPUT // max(len(report.results), 1)))
+    tests = [_test(r, f"{i}.{j}", limit)
              for i, exercise in enumerate(by_exercise(report), start=1)
              for j, r in enumerate(exercise.checks, start=1)]
     return {
@@ -54,13 +61,13 @@ def write_results_json(report: GradeReport, path: str | os.PathLike[str], *,
     atomic_write(path, text + "\n")
 
 
-def _test(r: CheckResult, number: str) -> dict[str, Any]:
+def _test(r: CheckResult, number: str, limit: int) -> dict[str, Any]:
     test: dict[str, Any] = {
         "name": f"{r.title} ({r.exercise_id})" if r.title else r.name,
         "number": number,
         "score": r.score,
         "max_score": r.max_score,
-        "output": shown_message(r),
+        "output": shown_message(r, limit=limit),
         "visibility": r.visibility,
         "tags": [r.topic] if r.topic else [],
     }
@@ -69,7 +76,7 @@ def _test(r: CheckResult, number: str) -> dict[str, Any]:
         # imported here, as the pytest plugin imports this module in every pytest run
         from gradcheck.reports.html import side_by_side
 
-        test["output"] = f"<pre>{html.escape(r.message)}</pre>\n{side_by_side(r)}"
+        test["output"] = f"<pre>{html.escape(test['output'])}</pre>\n{side_by_side(r)}"
         test["output_format"] = "html"
     if r.status != "skipped":  # a skipped check is judged by Gradescope's rule: score >= max_score
         test["status"] = "passed" if r.status == "passed" else "failed"
