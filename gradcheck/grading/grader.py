@@ -109,8 +109,6 @@ class Grader:
         #: (gradcheck.grading.workers)
         self.workers = Workers(self.path, {"memory_mb": memory_mb, "forbid": forbid,
                                            **(worker or {})})
-        #: what the engine lacks, per side (a withheld worker's words never reach a shown check)
-        self._missing: dict[bool, dict[str, str]] = {}
         self._torch_records: dict[str, Future[dict[str, Any]] | str] = {}
         #: what this grader gave the oracle threads (gradcheck.grading.oracle_threads), cancelled when it closes
         self._submitted: list[Future] = []

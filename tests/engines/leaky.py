@@ -1,6 +1,6 @@
 """A correct engine that tells everything it is asked, by every channel a worker has: it logs
 each request's program in its HOME (a file that would outlive a restart), prints it, puts the
-log in an error record of every reply, crashes on every third request, and, imported again
+log in an error record of every reply, crashes on every second request, and, imported again
 after a crash, fails to import with the log as its message."""
 import json
 import os
@@ -25,7 +25,7 @@ def _leaking(engine, request, progress=None):
     with open(LOG) as f:
         log = f.read()
     print("asked so far:", log, flush=True)
-    if log.count("\n") % 3 == 0:
+    if log.count("\n") % 2 == 0:
         os._exit(3)
     reply = _handle(engine, request, progress)
     for result in reply.get("results", []):
