@@ -200,6 +200,7 @@ class Grader:
         """Every exercise of `bank`, in order; broken files become failing "load" results."""
         started = time.monotonic()
         report = GradeReport(submission=self.label, seed=self.seed)
+        self.workers.deadline = None  # each grading of a bank has its --total-timeout
         for path, error in bank.broken:
             report.results.append(self.broken_result(path, error))
         self._jax_ahead(bank.exercises)
