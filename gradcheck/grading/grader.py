@@ -117,6 +117,9 @@ class Grader:
         #: what the check being graded leaves for reports besides its message
         #: (CheckResult.detail)
         self._detail: dict[str, Any] = {}
+        #: what `inspect` says the engine lacks of the higher-order protocol, asked once per
+        #: worker side (visible, or not)
+        self._missing: dict[bool, dict[str, str]] = {}
         #: the helper process working ahead, if one was started (gradcheck.grading.helper_process)
         self._helper: helper_process.Helper | None = None
 
