@@ -194,6 +194,7 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None, key
     save(report, incomplete="")
     _write_other_reports(report, args)
     _print_summary(report, args)
+    _warn_ungraded(report, args)
     if args.github:
         github.append_step_summary(report, show_hidden=args.show_hidden)
         sys.stdout.write(github.annotate(report, resolve_submission(args.submission),
@@ -268,6 +269,17 @@ def _print_summary(report: GradeReport, args: argparse.Namespace) -> None:
         colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
         sys.stdout.write(render_terminal(report, colour=colour, show_hidden=args.show_hidden,
                                          command=reproduction(args, report.seed)))
+
+
+def _warn_ungraded(report: GradeReport, args: argparse.Namespace) -> None:
+    """A warning on stderr for each check that graded nothing (it scores 0): for the exercise's
+    author, as `validate` reports it too. A hidden exercise's reason is not shown."""
+    for result in report.results:
+        if result.status == "skipped":
+            shown = result.visibility == "visible" or args.show_hidden
+            why = f": {result.message.splitlines()[0]}" if shown and result.message else ""
+            print(f"gradcheck grade: warning: {result.name} was not graded and scores 0{why}",
+                  file=sys.stderr)
 
 
 def reproduction(args: argparse.Namespace, seed: int) -> str:

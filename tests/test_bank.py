@@ -105,7 +105,7 @@ def test_the_starter_scores_zero_and_says_to_write_tensor_first(bank):
     assert report.score == 0 and report.max_score == sum(e.points for e in bank.exercises)
     assert {r.status for r in report.results} == {"failed"}
     vague = [r.name for r in report.results
-             if "missing tensor" not in r.message or "NotImplementedError" not in r.message]
+             if "missing `tensor()`" not in r.message or "NotImplementedError" not in r.message]
     assert not vague
 
 

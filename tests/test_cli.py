@@ -280,3 +280,34 @@ def test_a_behaviour_message_names_the_exercise_file_in_the_bank_with_its_line(t
     assert main(["grade", str(engine), "--exercises", "two-passes-add-up"]) == 0
     out = capsys.readouterr().out
     assert "(04-accumulation/two-passes-add-up.exercise.yaml:" in out
+
+
+KINK_ONLY = """\
+id: kink-only
+title: A kink only
+topic: 01-test
+points: 2
+inputs:
+  x: {value: 0.0, requires_grad: true}
+  y: {value: 2.0, requires_grad: false}
+program: |
+  z = x.abs() * y
+checks:
+  gradients: {}
+  answers:
+    cases:
+      - at: {x: 1.0, y: 2.0}
+        grads: {x: 2.0}
+"""
+
+
+@pytest.mark.slow
+def test_a_check_that_grades_no_point_scores_zero_and_is_a_warning(tmp_path, capsys):
+    (tmp_path / "kink-only.exercise.yaml").write_text(KINK_ONLY)
+    out = tmp_path / "results.json"
+    assert grade("reference", "--exercises", tmp_path, "--seed", 1, "--results-json", out) == 0
+    tests = {t["name"].split(": ")[-1]: t for t in json.loads(out.read_text())["tests"]}
+    assert [(t["score"], t["max_score"]) for t in tests.values()] == [(0.0, 1.0), (1.0, 1.0)]
+    warning = capsys.readouterr().err.splitlines()[-1]
+    assert warning.startswith("gradcheck grade: warning: kink-only::gradients was not graded and "
+                              "scores 0: no gradient of this check could be graded")

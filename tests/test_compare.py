@@ -116,7 +116,8 @@ def test_an_engine_that_answers_like_torch_passes_everywhere_graded():
     results = compute(program, points, ["x", "v"])
     grading = grade(program, points, ["x", "v"], results, _answers(results, ["x", "v"]))
     assert grading.passed and [v.status for v in grading.verdicts] == ["passed", "passed"]
-    assert grading.message == "all 2 graded points match the oracles"
+    assert grading.message.startswith("all 2 graded points match the oracles; not graded: 1 "
+                                      "value at 1 point where the oracles disagree (kink)")
     note = " ".join(grading.author_notes)
     assert "kink" in note and "relu" in note  # dz/dx at x=0 was not graded
 
@@ -298,3 +299,30 @@ def test_the_number_of_answers_must_match_the_points():
     results = compute(program, [{"x": 1.0}], ["x"], ("fd",))
     with pytest.raises(ValueError, match="2 answers for 1 points"):
         grade(program, [{"x": 1.0}], ["x"], results, [{}, {}])
+
+
+# --- points left out ------------------------------------------------------------------------------
+
+
+ABS = parse("z = x.abs() * y", {"x": None, "y": None})
+
+
+def test_a_point_left_out_at_a_kink_is_said_even_when_the_rest_match():
+    points = [{"x": 0.0, "y": 2.0}, {"x": 1.0, "y": 2.0}]
+    results = compute(ABS, points, ["x", "y"], ["fd", "torch", "jax"])
+    grading = grade(ABS, points, ["x", "y"], results, _answers(results, ["x", "y"]))
+    assert grading.passed and not grading.nothing_graded
+    assert grading.message.startswith(
+        "all 2 graded points match the oracles; not graded: 1 value at 1 point where the "
+        "oracles disagree (convention), first dz/dx at x=0.0, y=2.0: torch 0, jax 2, finite "
+        "differences 0")
+
+
+def test_a_check_with_no_graded_gradient_is_not_a_pass():
+    points = [{"x": 0.0, "y": 2.0}]  # dz/dx is a convention there, and y is not differentiated
+    results = compute(ABS, points, ["x"], ["fd", "torch", "jax"])
+    grading = grade(ABS, points, ["x"], results, _answers(results, ["x"]))
+    assert grading.nothing_graded
+    assert grading.message.startswith("no gradient of this check could be graded, so it scores 0 "
+                                      "(a fault of the exercise, not of the submission): not "
+                                      "graded: 1 value at 1 point")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gradcheck.bank import bundled
 from gradcheck.bank.loader import load_bank, load_exercise
 from gradcheck.bank.tolerances import Tolerance
 from gradcheck.engine import handler, torch_engine
@@ -176,3 +177,12 @@ def test_a_behaviour_check_names_the_step_and_the_statement(tmp_path):
     assert first.startswith("step 2, `z.backward()` (twice.exercise.yaml:15): after it, x.grad ")
     assert in_bank.message.splitlines()[0] == first
     assert "torch gives" in first
+
+
+def test_a_long_vector_is_abbreviated_in_every_line(tmp_path):
+    wide = next(bundled.bank_dir().glob("*/wide-sum.exercise.yaml"))
+    with Grader(submission(tmp_path, "sum"), seed=1) as grader:
+        [result] = grader.grade_exercise(load_exercise(wide))
+    assert result.status == "failed"
+    assert "... (3000 values)" in result.message
+    assert max(len(line) for line in result.message.splitlines()) < 400

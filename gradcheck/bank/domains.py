@@ -67,6 +67,57 @@ def points(inputs: Mapping[str, int | None], domains: Mapping[str, Interval],
         for name, size in inputs.items()})
 
 
+#: Sampled values keep at least this magnitude, unless the whole domain lies within it (an
+#: exercise that asks for points near 0): at 1e-30, `x ** 2`'s slope is 0 whatever an engine
+#: computes, so a point there tests nothing.
+MAGNITUDE_FLOOR = 0.01
+#: Significant digits a sampled value keeps, so that messages show it whole and short.
+DIGITS = 6
+
+
+def spread(sizes: Mapping[str, int | None], domains: Mapping[str, Interval], margin: float,
+           count: int, at_seed: int) -> list[dict[str, Any]]:
+    """`count` points spread over the domains, reproducibly from `at_seed`: each input's values
+    are stratified (one in each of `count` equal slices of its allowed pieces, in a shuffled
+    order, so that every part of a domain is visited), at least MAGNITUDE_FLOOR from 0, and
+    rounded to DIGITS significant digits."""
+    rng = np.random.default_rng(at_seed)
+    drawn: list[dict[str, Any]] = [{} for _ in range(count)]
+    for name, size in sizes.items():
+        pieces = _floored(allowed(domains[name], margin))
+        columns = [_stratified(pieces, count, rng) for _ in range(size or 1)]
+        for i, point in enumerate(drawn):
+            point[name] = columns[0][i] if size is None else [c[i] for c in columns]
+    return drawn
+
+
+def _floored(pieces: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The pieces without (-MAGNITUDE_FLOOR, MAGNITUDE_FLOOR), unless nothing would be left."""
+    kept = []
+    for lo, hi in pieces:
+        if lo < -MAGNITUDE_FLOOR:
+            kept.append((lo, min(hi, -MAGNITUDE_FLOOR)))
+        if hi > MAGNITUDE_FLOOR:
+            kept.append((max(lo, MAGNITUDE_FLOOR), hi))
+    return [(lo, hi) for lo, hi in kept if lo < hi] or pieces
+
+
+def _stratified(pieces: list[tuple[float, float]], count: int, rng: np.random.Generator
+                ) -> list[float]:
+    """One value in each of `count` equal slices of the pieces laid end to end, shuffled."""
+    widths = np.array([hi - lo for lo, hi in pieces])
+    starts = np.concatenate([[0.0], np.cumsum(widths)[:-1]])
+    at = (np.arange(count) + rng.uniform(0.05, 0.95, count)) / count * widths.sum()
+    values = []
+    for t in rng.permutation(at):
+        k = min(int(np.searchsorted(starts, t, side="right")) - 1, len(pieces) - 1)
+        lo, hi = pieces[k]
+        x = min(max(lo + (t - starts[k]), lo), hi)
+        short = float(f"{x:.{DIGITS}g}")
+        values.append(short if lo < short < hi else x)
+    return values
+
+
 def arguments(op: Op, margin: float = 0.0) -> st.SearchStrategy[tuple[float, ...]]:
     """Arguments of one operation from the table, each from its declared domain."""
     return st.tuples(*(scalars(domain, margin) for domain in op.domains))

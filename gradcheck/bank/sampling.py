@@ -1,6 +1,7 @@
 """A `sampled` check's draw as plain data: the grader's process or its helper (gradcheck.grading.helper_process)
-draws the same points from it. hypothesis is imported only when the points are drawn, so that a
-grader with an answer key never imports it."""
+draws the same points from it (`gradcheck.bank.domains.spread`: spread over the domains, from the
+seed). The drawing module is imported only when the points are drawn, so that a grader with an
+answer key never imports it."""
 
 from __future__ import annotations
 
@@ -26,6 +27,5 @@ class Sampling:
     def draw(self) -> list[Point]:
         from gradcheck.bank import domains
 
-        drawn = domains.draw(domains.points(self.sizes, self.domains, self.margin),
-                                self.count, self.seed)
+        drawn = domains.spread(self.sizes, self.domains, self.margin, self.count, self.seed)
         return [{**self.base, **p} for p in drawn]

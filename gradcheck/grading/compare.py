@@ -292,11 +292,14 @@ class Grading:
     disagreements: list[Disagreement]
     #: the protocol piece whose use failed the first failing point, when the engine lacks it
     blocked_by: str = ""
+    #: no gradient at any point could be graded: such a check proves nothing, and scores 0
+    nothing_graded: bool = False
 
     @property
     def passed(self) -> bool:
         """No graded point failed (points the oracles could not judge never fail)."""
         return not any(v.status == "failed" for v in self.verdicts)
+
 
     def count(self, status: str) -> int:
         return sum(v.status == status for v in self.verdicts)
@@ -337,9 +340,15 @@ def grade(program: Program, points: Any, requires_grad: Sequence[str],
     verdicts = _verdicts(n, failed, graded, mismatches, disagreements, answers.errors)
     first = next((i for i, v in enumerate(verdicts) if v.status == "failed"), None)
     use = describe(program, answers.records.get(first)) if first is not None else None
-    return Grading(verdicts, _student_message(agreement, verdicts, mismatches, use),
-                   _author_notes(agreement, disagreements, answers.errors, graded),
-                   mismatches, disagreements, use.piece if use and use.missing else "")
+    slopes = [q for q in agreement.quantities if q.name != "value"] or agreement.quantities
+    nothing = n > 0 and not any(q.graded.any() for q in slopes)
+    dropped = [d for d in disagreements if d.graded_by is None]
+    message = (_nothing_graded(agreement, dropped) if nothing and first is None
+               else _student_message(agreement, verdicts, mismatches, use, dropped))
+    return Grading(verdicts, message, _author_notes(agreement, disagreements, answers.errors,
+                                                    graded),
+                   mismatches, disagreements, use.piece if use and use.missing else "",
+                   nothing and first is None)
 
 
 class _Answers:
@@ -458,13 +467,14 @@ def _verdicts(n: int, failed: np.ndarray, graded: np.ndarray, mismatches: list[M
 
 
 def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
-                     mismatches: list[Mismatch], use: Use | None = None) -> str:
+                     mismatches: list[Mismatch], use: Use | None = None,
+                     dropped: Sequence[Disagreement] = ()) -> str:
     failed = [i for i, v in enumerate(verdicts) if v.status == "failed"]
     ungraded = sum(v.status == "ungraded" for v in verdicts)
     if not failed:
         graded = len(verdicts) - ungraded
         text = f"all {graded} graded point{'s' * (graded != 1)} match the oracles"
-        return text + (f" ({ungraded} not graded: the oracles disagree there)" if ungraded else "")
+        return text + (f"; {_not_graded(agreement, dropped)}" if dropped else "")
     first = verdicts[failed[0]]
     if use is not None and first.error:
         text = f"{use.sentence}\nfirst at {agreement.point_text(failed[0])}"
@@ -480,6 +490,24 @@ def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
     if others:
         text += ". " + ", ".join(others)
     return text + f"; {len(failed)} of {len(verdicts)} points failed"
+
+
+def _nothing_graded(agreement: Agreement, dropped: Sequence[Disagreement]) -> str:
+    return ("no gradient of this check could be graded, so it scores 0 (a fault of the "
+            "exercise, not of the submission): " + (_not_graded(agreement, dropped)
+                                                    or "no value was compared"))
+
+
+def _not_graded(agreement: Agreement, dropped: Sequence[Disagreement]) -> str:
+    """Which values were left out because the oracles disagree there, and why."""
+    if not dropped:
+        return ""
+    points = len({d.point for d in dropped})
+    reasons = ", ".join(dict.fromkeys(d.reason for d in dropped))
+    first = dropped[0]
+    return (f"not graded: {len(dropped)} value{'s' * (len(dropped) != 1)} at {points} "
+            f"point{'s' * (points != 1)} where the oracles disagree ({reasons}), first "
+            f"{first.describe(agreement.point_text(first.point))}")
 
 
 def _author_notes(agreement: Agreement, disagreements: list[Disagreement],
@@ -512,17 +540,18 @@ def format_point(program: Program, batch: Mapping[str, np.ndarray], i: int) -> s
     1-D value shows its first elements only."""
     if not batch:
         return f"point {i}"
-    parts = []
-    for name in program.inputs:
-        v = batch[name][i]
-        if np.ndim(v) == 0:
-            parts.append(f"{name}={float(v)!r}")
-            continue
-        shown = [repr(float(x)) for x in v[:_SHOWN_ELEMENTS]]
-        if len(v) > _SHOWN_ELEMENTS:
-            shown.append(f"... ({len(v)} values)")
-        parts.append(f"{name}=[{', '.join(shown)}]")
-    return ", ".join(parts)
+    return ", ".join(f"{name}={exact_text(batch[name][i])}" for name in program.inputs)
+
+
+def exact_text(value: Any) -> str:
+    """A number or a 1-D value exactly (shortest round trip), a long one by its first elements
+    and its length: `[0.5, 1.0, ... (3000 values)]`."""
+    if np.ndim(value) == 0:
+        return repr(float(value))
+    shown = [repr(float(x)) for x in value[:_SHOWN_ELEMENTS]]
+    if len(value) > _SHOWN_ELEMENTS:
+        shown.append(f"... ({len(value)} values)")
+    return f"[{', '.join(shown)}]"
 
 
 def _num(x: float | None) -> str:

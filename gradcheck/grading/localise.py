@@ -37,7 +37,7 @@ from gradcheck.grading.chain_rule import (
     trace_request,
     walk,
 )
-from gradcheck.grading.compare import Grading
+from gradcheck.grading.compare import Grading, exact_text
 from gradcheck.program.language import Program, parse
 from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
 from gradcheck.program.session import WARNINGS, parse_expect
@@ -121,7 +121,7 @@ def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | Non
         shown, want = _pair(got, w.values[i])
         if node.op == "input":
             message = (f"{_at(w)}the input {node.name} holds {shown} once tensor("
-                       f"{_exact(w.values[i])}) made it; it should hold exactly the number it "
+                       f"{exact_text(w.values[i])}) made it; it should hold exactly the number it "
                        "was given (in float64).")
         else:
             message = (f"{_at(w)}the forward of {_where(w, i)} gives {shown}; torch gives {want} "
@@ -363,14 +363,8 @@ def observation_name(item: str) -> str:
 
 
 def _at(w: Walk) -> str:
-    parts = [f"{name}={_exact(value)}" for name, value in w.point.items()]
+    parts = [f"{name}={exact_text(value)}" for name, value in w.point.items()]
     return f"At {', '.join(parts)}, "
-
-
-def _exact(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(repr(float(v)) for v in value) + "]"
-    return repr(float(value))
 
 
 def _where(w: Walk, i: int) -> str:
