@@ -249,9 +249,9 @@ class Grader:
                 if self.oracles is None or o in self.oracles]
 
     def _jax_checks(self, exercise: Exercise) -> list[str]:
-        """The exercise's gradient checks that jax grades in this run."""
+        """The exercise's gradient and second-order checks that jax grades in this run."""
         return [name for name in exercise.checks.present()
-                if name in GRADIENT_CHECKS and "jax" in self._wanted(exercise, name)]
+                if name in (*GRADIENT_CHECKS, "hessian") and "jax" in self._wanted(exercise, name)]
 
     def _points(self, exercise: Exercise, name: str) -> list[dict[str, Any]]:
         """Where a gradient check is graded: the key's points, or the exercise's for this seed."""
@@ -291,7 +291,9 @@ class Grader:
                 try:
                     points = (exercise.sampling(sample_seed(self.seed, exercise.id))
                               if name == "sampled" else self._points(exercise, name))
-                    check = helper_process.Check(exercise.program, tuple(exercise.grad_names), points)
+                    check = helper_process.Check(
+                        exercise.program, tuple(exercise.grad_names), points, name == "hessian",
+                        exercise.checks.hessian.vector if name == "hessian" else None)
                 except Exception:  # the check, graded as before, reports what is wrong
                     continue
                 work[-1].append((check, (exercise.id, name)))
@@ -345,6 +347,24 @@ class Grader:
         return Outcome("failed", _with_hint(message, exercise), grading.author_notes,
                        grading.blocked_by)
 
+    def _second_order_results(self, exercise: Exercise, points: list[dict[str, Any]],
+                              early: tuple[Future, Future, int] | None
+                              ) -> dict[str, oracles.OracleResult | oracles.Skipped]:
+        """The oracles' second derivatives at `points`: jax's from the helper's work ahead when
+        it succeeded, everything else (and jax otherwise) computed here."""
+        wanted = self._wanted(exercise, "hessian")
+        check = exercise.checks.hessian
+        done: dict[str, oracles.OracleResult | oracles.Skipped] = {}
+        if early is not None and "jax" in wanted:
+            _, future, index = early
+            try:
+                done["jax"] = future.result(helper_process.PATIENCE)[index]
+            except Exception:  # the helper failed or is gone: jax runs here instead
+                pass
+        live = second_order.compute(exercise.program, points, exercise.grad_names, check.vector,
+                                    [name for name in wanted if name not in done])
+        return {name: done[name] if name in done else live[name] for name in wanted}
+
     def _hessian(self, exercise: Exercise, budget: _Budget) -> Outcome:
         """Second derivatives by double backward against the oracles' (always computed live:
         an answer key holds no second-order results; torch and jax where installed)."""
@@ -353,9 +373,9 @@ class Grader:
         names = exercise.grad_names
         rows, _, labels = second_order.expand(points, second_order.directions(
             exercise.program, names, check.vector))
-        expected = self._in_background("gradcheck-oracles", second_order.compute,
-                                       exercise.program, points, names, check.vector,
-                                       self._wanted(exercise, "hessian"))
+        expected = self._in_background("gradcheck-oracles", self._second_order_results,
+                                       exercise, points, self._ahead.pop((exercise.id,
+                                                                          "hessian"), None))
         reply = self._ask(exercise, {"kind": "hessian", "program": exercise.program.spec(),
                                      "points": points, "requires_grad": names,
                                      "vector": check.vector}, budget)

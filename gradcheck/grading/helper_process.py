@@ -27,17 +27,21 @@ from typing import Any, BinaryIO, Callable, Sequence
 
 from gradcheck import oracles
 from gradcheck.bank.sampling import Point, Sampling
+from gradcheck.oracles import second_order
 from gradcheck.engine.worker import die_with_parent
 from gradcheck.program.language import Program
 
 
 @dataclass(frozen=True)
 class Check:
-    """One gradient check for jax: its points as listed, or how the helper draws them."""
+    """One gradient check for jax: its points as listed, or how the helper draws them; or a
+    second-order check (`second`), whose rows jax gives by jvp of grad (with `vector`, H v)."""
 
     program: Program
     requires_grad: tuple[str, ...]
     points: list[Point] | Sampling
+    second: bool = False
+    vector: Point | None = None
 
 
 #: seconds the grader waits for one result of its helper before it stops the helper and
@@ -179,8 +183,16 @@ def _run_module(module: Sequence[Check], drawn: Sequence[list[Point] | HelperErr
         raise HelperError(str(jax_grad))
     if any(isinstance(points, HelperError) for points in drawn):
         raise HelperError("a check's points could not be drawn")
-    return jax_grad.run_many([oracles.job(check.program, points, check.requires_grad)
-                              for check, points in zip(module, drawn)])
+    first = [i for i, check in enumerate(module) if not check.second]
+    results: list[Any] = [None] * len(module)
+    for i, result in zip(first, jax_grad.run_many([
+            oracles.job(module[i].program, drawn[i], module[i].requires_grad) for i in first])):
+        results[i] = result
+    for i, check in enumerate(module):
+        if check.second:
+            results[i] = second_order.compute(check.program, drawn[i], check.requires_grad,
+                                              check.vector, ("jax",))["jax"]
+    return results
 
 
 def _warm_up() -> None:
