@@ -289,3 +289,17 @@ def test_a_drawn_value_follows_the_grading_seed_and_answers_need_fixed_inputs(tm
         load_exercise(bad)
     assert ("a hand-derived answer needs fixed inputs, but u, w are drawn at random; give "
             "them in `at`") in str(caught.value)
+
+
+@pytest.mark.slow
+def test_live_grading_leaves_second_order_jax_to_the_helper_process():
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom gradcheck.grading.grader import grade\n"
+              f"r = grade('reference', {str(HIGHER)!r}, seed=3)\n"
+              "print(r.score, r.max_score, 'jax' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    score, max_score, imported = done.stdout.split()
+    assert score == max_score and imported == "False", done.stdout + done.stderr
