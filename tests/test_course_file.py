@@ -121,6 +121,7 @@ def test_grade_batch_takes_the_course_bank(course, tmp_path):
     ("bank = 'x'\n", "bank: not a key of the course file; the keys are exercises, submission, "
                      "worker_user, seed"),
     ("seed = \n", "Invalid value (at line 1, column 8)"),
+    ('exercises = "bank"\n', "exercises: 'bank': there is no folder "),
 ])
 def test_a_broken_course_file_is_refused_with_where_and_what(tmp_path, text, message):
     (tmp_path / FILE_NAME).write_text(text)
@@ -144,6 +145,7 @@ def test_the_seed_of_a_key_is_the_one_given_else_the_courses_else_the_default(co
     assert key_seed(7, mine) == 7 and key_seed(None, mine) == mine.seed
     assert key_seed(None, None) == 0
     (tmp_path / FILE_NAME).write_text('seed = "random"\n')
+    (tmp_path / "exercises").mkdir()
     random = read_course(tmp_path / FILE_NAME)
     assert random.seed is None and key_seed(None, random) != key_seed(None, random)
 

@@ -99,6 +99,9 @@ def read_course(path: Path) -> Course:
         raise CourseFileError(f'{path}: seed: {seed!r}: give a whole number from 0 to 2**32 - 1, '
                               'or "random"')
     folder = (path.parent / exercises).resolve()
+    if not folder.is_dir():
+        raise CourseFileError(f"{path}: exercises: {exercises!r}: there is no folder {folder}; "
+                              "give the bank's folder, relative to this file")
     return Course(file=path.resolve(), exercises=folder, submission=submission,
                   worker_user=None if user == "none" else user,
                   seed=None if seed == "random" else seed)
