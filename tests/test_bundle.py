@@ -184,6 +184,9 @@ def test_bundle_command_says_what_is_wrong(bank, tmp_path, capsys):
     assert main(["bundle", "gradescope", "--exercises", str(bank), "--gradcheck",
                  str(tmp_path / "gradcheck-9.whl"), "--out", str(tmp_path / "a.zip")]) == 2
     assert "gradcheck-9.whl: no such file" in capsys.readouterr().err
+    assert main(["bundle", "gradescope", "--exercises", str(bank), "--gradcheck",
+                 "gradcheck[all]==0.1.0", "--out", str(tmp_path / "a.zip")]) == 2
+    assert "leave out the extras torch, jax and all" in capsys.readouterr().err
     assert main(["bundle", "gradescope", "--exercises", str(bank), "--entry", 'a";rm -rf .py',
                  "--out", str(tmp_path / "a.zip")]) == 2
     assert "give the file name students submit, like engine.py" in capsys.readouterr().err

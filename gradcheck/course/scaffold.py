@@ -112,11 +112,18 @@ def carries_wheel(folder: Path) -> bool:
 
 
 def check_requirement(requirement: str) -> str:
-    """A pip requirement on one line (a name with a version, or `name @ URL`)."""
+    """A pip requirement on one line (a name with a version, or `name @ URL`), without the
+    extras that bring torch: grading with a key needs neither torch nor jax, and a torch that
+    pip resolves from the index is a CUDA build of several GB."""
     requirement = requirement.strip()
     if not requirement or "\n" in requirement or requirement.startswith("-"):
         raise CourseError(f"--gradcheck {requirement!r}: give one pip requirement, such as "
                           f"gradcheck=={__version__} or 'gradcheck @ git+https://...'")
+    extras = re.match(r"[^\[@;]*\[([^\]]*)\]", requirement)
+    if extras and {e.strip() for e in extras[1].split(",")} & {"torch", "jax", "all"}:
+        raise CourseError(f"--gradcheck {requirement!r}: leave out the extras torch, jax and "
+                          "all: grading with the answer key needs neither, and pip would fetch "
+                          "a CUDA build of torch of several GB")
     return requirement
 
 
