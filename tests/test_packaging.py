@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import pytest
 import gradcheck
 from gradcheck.bank.bundled import bank_dir
 from gradcheck.bank.loader import load_bank
+from gradcheck.course.wheel import wheel_name
 from gradcheck.grading import answer_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,3 +94,16 @@ def test_each_file_installs_in_a_fresh_environment_and_grades_the_reference(dist
     assert done.returncode == 0, done.stderr
     points, total = done.stdout.split()[0].split("/")
     assert points == total and float(total) > 200, done.stdout
+
+    # Installed so, not from a checkout, gradcheck still packs itself for a course template.
+    done = subprocess.run([str(venv / "bin" / "gradcheck"), "init", "course", "--empty"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(tmp_path / "course" / "student" / ".github" / wheel_name()) as packed, \
+            zipfile.ZipFile(dist[1]) as built:
+        packed_names, built_names = set(packed.namelist()), set(built.namelist())
+    assert {n for n in packed_names if ".dist-info/" not in n} == {
+        n for n in built_names if ".dist-info/" not in n}
+    info = f"gradcheck-{gradcheck.__version__}.dist-info/"
+    assert {info + name for name in ("METADATA", "entry_points.txt", "licenses/LICENSE")} <= \
+        packed_names
