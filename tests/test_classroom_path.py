@@ -47,12 +47,17 @@ def runner(tmp_path_factory):
     return folder / "bin"
 
 
+def runner_env(runner: Path, summary: Path) -> dict[str, str]:
+    """A runner's environment: its Python first on PATH, none of this test run's."""
+    env = {name: value for name, value in os.environ.items() if name not in OURS}
+    return {**env, "PATH": f"{runner}{os.pathsep}{env['PATH']}", "NO_COLOR": "1",
+            "GITHUB_STEP_SUMMARY": str(summary), "CI": "true", "GITHUB_ACTIONS": "true"}
+
+
 def run_workflow(student: Path, runner: Path, summary: Path) -> list[subprocess.CompletedProcess]:
     """Each `run` step of the workflow, in order, in the repository, as a runner runs it."""
     workflow = yaml.safe_load((student / WORKFLOW).read_text())
-    env = {name: value for name, value in os.environ.items() if name not in OURS}
-    env.update(PATH=f"{runner}{os.pathsep}{env['PATH']}", GITHUB_STEP_SUMMARY=str(summary),
-               NO_COLOR="1", CI="true", GITHUB_ACTIONS="true")
+    env = runner_env(runner, summary)
     runs = []
     for step in workflow["jobs"]["grade"]["steps"]:
         if "run" in step:
@@ -67,8 +72,9 @@ def run_workflow(student: Path, runner: Path, summary: Path) -> list[subprocess.
 def test_the_workflow_installs_gradcheck_from_the_template_and_grades(student, runner, tmp_path):
     summary = tmp_path / "summary.md"
     install, grade = run_workflow(student, runner, summary)
-    done = subprocess.run([str(runner / "python"), "-c", "import gradcheck; print(gradcheck.__file__)"],
-                          capture_output=True, text=True, check=True, cwd=tmp_path)
+    done = subprocess.run([str(runner / "python"), "-c",
+                           "import gradcheck; print(gradcheck.__file__)"], capture_output=True,
+                          text=True, check=True, cwd=tmp_path, env=runner_env(runner, summary))
     assert Path(done.stdout.strip()).is_relative_to(runner.parent)  # not this test run's gradcheck
     assert re.search(r"Processing \./\.github/gradcheck-\S+\.whl", install.stdout), install.stdout
     assert "## gradcheck: 0 / 4 points" in summary.read_text()  # the starter
