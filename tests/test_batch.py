@@ -2,6 +2,8 @@
 does (crash, hang, fail to import), and the batch carries on."""
 
 import csv
+import hashlib
+import json
 import os
 import shutil
 import stat
@@ -161,3 +163,46 @@ def test_a_key_or_exercises_the_workers_could_read_are_named_once_with_the_fix(b
     run = grade_batch(open_folder / "submissions", open_folder / "out", "--key", key,
                       "--exercises", bank)
     assert run.returncode == 0 and "warning" not in run.stderr, run.stderr
+
+
+# --- resuming -----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_resume_keeps_complete_results_of_the_same_bank_and_key_and_grades_the_rest(
+        bank_and_key, tmp_path):
+    bank, key = bank_and_key
+    bank = Path(shutil.copytree(bank, tmp_path / "bank"))  # changed below
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for name in ("tiny", "wrong_mul"):
+        shutil.copy(ENGINES / f"{name}.py", folder / f"{name}.py")
+    shutil.copytree(reference_path(), folder / "ref", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "out"
+
+    def run(*options):
+        done = subprocess.run([sys.executable, "-m", "gradcheck", "grade-batch", str(folder),
+                               "--out", str(out), "--exercises", str(bank), "-j", "2",
+                               *map(str, options)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return [line.split("]")[1].split(":")[0].strip() for line in done.stderr.splitlines()
+                if line.startswith("[")]
+
+    assert sorted(run("--key", key)) == ["ref", "tiny.py", "wrong_mul.py"]
+    first = gradebook(out)
+    stamp = json.loads((out / "ref" / "grading.json").read_text())
+    assert stamp["key_sha256"] == hashlib.sha256(key.read_bytes()).hexdigest()
+    assert stamp["row"]["score"] == 5 and stamp["seed"] == 5
+    # an interrupted run: one submission's grading never finished, so it has no stamp
+    (out / "tiny.py" / "grading.json").unlink()
+    assert run("--key", key, "--resume") == ["tiny.py"]
+    assert gradebook(out) == first
+    assert run("--key", key, "--resume") == []
+    # without --key, with the key the batch builds (another one): all graded again; then a
+    # resumed run reuses the key the batch built, while it fits the bank
+    assert len(run("--resume")) == 3 and (out / "key.json").is_file()
+    assert run("--resume") == []
+    square = bank / "square.exercise.yaml"
+    square.write_text(square.read_text().replace("title:", "title: Changed,", 1))
+    assert len(run("--resume")) == 3  # a changed exercise: another bank, another key
+    assert gradebook(out) == first

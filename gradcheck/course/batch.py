@@ -14,14 +14,20 @@ is graded with it and its seed. Without torch or jax installed, submissions are 
 `--worker-user UID` runs each submission's worker as a user of its own (the batch must run as
 root; docs/security.md): job slot k of `-j N` uses uid UID + k, so no two workers running at once
 share a user, whose processes RLIMIT_NPROC counts together.
+
+How one submission is graded, and the `OUT/<name>/grading.json` that says against which bank and
+key (their sha256), is gradcheck/course/slots.py's; `--resume` keeps the results whose stamp
+names this batch's bank, key and seed. `--scheduler ADDRESS` grades on a Dask cluster's workers
+instead (gradcheck/course/cluster.py, the one module that imports Dask).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import importlib.util
 import io
-import json
 import os
 import queue
 import secrets
@@ -29,42 +35,38 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
-import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
 
 from gradcheck.bank.bundled import bank_dir
 from gradcheck.bank.course_file import BANK_HELP, Course, CourseFileError, course_bank, describe
 from gradcheck.bank.loader import Bank, load_bank
+from gradcheck.course.slots import (
+    CANNOT_RUN,
+    Options,
+    Row,
+    Running,
+    Stamp,
+    bank_digest,
+    file_digest,
+    grade_one,
+)
 from gradcheck.engine.sandbox import preflight
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import DEFAULT_TOTAL_TIMEOUT, GraderError
-from gradcheck.grading.results import GradeReport
 from gradcheck.grading.score import total
 from gradcheck.reports import atomic_write
-from gradcheck.reports.gradescope import write_results_json
 
 GRADEBOOK = "gradebook.csv"
 COLUMNS = ("submission", "score", "max", "status", "time")
 #: Exit status when some submission could not be graded (timeout, grader error or crash).
 NOT_ALL_GRADED = 1
-CANNOT_RUN = 2
 #: Seconds after which a submission's grading is killed, unless --submission-timeout says.
 SUBMISSION_TIMEOUT = 900.0
-
-
-@dataclass
-class Row:
-    """One submission's line in the gradebook."""
-
-    submission: str
-    score: float
-    max: float
-    status: str  # graded | timeout | error | crashed
-    time: float
-    note: str = ""  # why it is not graded, for the progress line
+#: Statuses that --resume grades again: no verdict on the submission (the grader could not run,
+#: or the cluster lost every worker that tried it).
+REGRADED = ("error", "lost")
 
 
 def submissions(folder: Path) -> list[Path]:
@@ -79,7 +81,8 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                 memory_mb: int | None, submission_timeout: float,
                 junit: bool = False, worker_user: int | None = None,
                 worker_python: str | None = None, course: Course | None = None,
-                total_timeout: float | None = None) -> list[Row]:
+                total_timeout: float | None = None, scheduler: str | None = None,
+                resume: bool = False) -> list[Row]:
     """Grade every submission in `folder`; return the gradebook's rows in submission order.
 
     `junit`: also write `OUT/<name>/junit.xml`, hidden exercises' messages included (for an
@@ -87,6 +90,9 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
     workers (slot k's is `worker_user + k`); `worker_python`: the Python the workers run.
     `course`: the course whose folder the batch runs in, for the line that names the bank.
     `total_timeout`: each grader's `--total-timeout` (default: grade's own).
+    `scheduler`: a Dask scheduler's address, whose workers grade instead of this machine
+    (gradcheck/course/cluster.py). `resume`: keep the results in OUT that are complete and were
+    graded against the same bank, key and seed.
     """
     bank = load_bank(exercises)
     if not bank.exercises:
@@ -96,62 +102,96 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
     if worker_user is not None:
         _warn_if_open([*([key] if key else []), *(p for p in exercises if p != bank_dir())],
                       worker_user, jobs)
-    key, seed = _answer_key(bank, out, exercises, key, seed)
+    key, seed = _answer_key(bank, out, exercises, key, seed, resume)
+    options = Options(seed=seed, exercises=exercises, key=key, timeout=timeout,
+                      memory_mb=memory_mb, total_timeout=total_timeout,
+                      submission_timeout=submission_timeout, junit=junit,
+                      worker_python=worker_python)
+    digests = (bank_digest(exercises), file_digest(key))
     entries = submissions(folder)
-    print(f"grading {len(entries)} submissions on {len(bank.exercises)} exercises, seed {seed}, "
-          f"{jobs} at a time" + (f", answer key {key}" if key else ", oracles live"),
-          file=sys.stderr)
-    command = [sys.executable, "-m", "gradcheck", "grade", "--quiet", "--seed", str(seed)]
-    for path in exercises:
-        command += ["--exercises", str(path)]
-    if key:
-        command += ["--key", str(key)]
-    if timeout:
-        command += ["--timeout", str(timeout)]
-    if memory_mb:
-        command += ["--memory-mb", str(memory_mb)]
-    if total_timeout:
-        command += ["--total-timeout", str(total_timeout)]
-    if junit:
-        command += ["--show-hidden"]
-    if worker_python:
-        command += ["--worker-python", worker_python]
-    rows: dict[str, Row] = {}
-    running = _Running()
+    rows = _complete(entries, out, digests, seed) if resume else {}
+    todo = [entry for entry in entries if entry.name not in rows]
+    where = f"on the cluster at {scheduler}" if scheduler else f"{jobs} at a time"
+    print(f"grading {len(todo)} submissions on {len(bank.exercises)} exercises, seed {seed}, "
+          f"{where}" + (f", answer key {key}" if key else ", oracles live")
+          + (f"; {len(rows)} kept from {out}" if resume else ""), file=sys.stderr)
+    if scheduler:
+        from gradcheck.course import cluster  # Dask is imported only for a cluster
+
+        graded = cluster.grade(scheduler, todo, out, options, max_score, worker_user, digests)
+    else:
+        graded = _grade_here(todo, out, options, max_score, jobs, worker_user, digests)
+    with contextlib.closing(graded):  # an interruption stops the graders (their finally)
+        for done, stamp in enumerate(graded, start=len(rows) + 1):
+            row = stamp.row
+            rows[row.submission] = row
+            stamp.write(out / row.submission)
+            _write_gradebook(out / GRADEBOOK, [rows[e.name] for e in entries if e.name in rows])
+            print(f"[{done}/{len(entries)}] {row.submission}: {row.score:g}/{row.max:g} "
+                  f"{row.status} in {row.time:.1f} s" + (f" ({row.note})" if row.note else ""),
+                  file=sys.stderr)
+    _write_gradebook(out / GRADEBOOK, [rows[entry.name] for entry in entries])
+    return [rows[entry.name] for entry in entries]
+
+
+def _grade_here(entries: list[Path], out: Path, options: Options, max_score: float, jobs: int,
+                worker_user: int | None, digests: tuple[str, str]) -> Iterator[Stamp]:
+    """Grade on this machine, `jobs` at a time; each result as it comes."""
+    command = options.command()
+    running = Running()
     slots: queue.SimpleQueue[int] = queue.SimpleQueue()  # the job slots free now
     for slot in range(jobs):
         slots.put(slot)
 
-    def grade(entry: Path) -> Row:
+    def grade(entry: Path) -> Stamp:
         slot = slots.get()
         try:
             user = [] if worker_user is None else ["--worker-user", str(worker_user + slot)]
-            return _grade_one([*command, *user], entry, out / entry.name, max_score,
-                              submission_timeout, running, junit)
+            row = grade_one([*command, *user], entry, out / entry.name, max_score, options,
+                            running)
+            return Stamp(row, *digests, seed=options.seed)
         finally:
             slots.put(slot)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(grade, entry) for entry in entries]
         try:
-            for done, future in enumerate(as_completed(futures), start=1):
-                row = future.result()
-                rows[row.submission] = row
-                _write_gradebook(out / GRADEBOOK, [rows[e.name] for e in entries
-                                                   if e.name in rows])
-                print(f"[{done}/{len(entries)}] {row.submission}: {row.score:g}/{row.max:g} "
-                      f"{row.status} in {row.time:.1f} s" + (f" ({row.note})" if row.note else ""),
-                      file=sys.stderr)
+            for future in as_completed(futures):
+                yield future.result()
         finally:  # on an interruption: start no more graders, kill those running
             for future in futures:
                 future.cancel()
             running.stop()
-    return [rows[entry.name] for entry in entries]
+
+
+def _complete(entries: list[Path], out: Path, digests: tuple[str, str],
+              seed: int) -> dict[str, Row]:
+    """The rows of the submissions that --resume keeps: graded to the end, against the same
+    bank, key and seed, their results file still there."""
+    kept = {}
+    for entry in entries:
+        stamp = Stamp.read(out / entry.name)
+        if (stamp is not None and (stamp.bank_sha256, stamp.key_sha256) == digests
+                and stamp.seed == seed and stamp.row.status not in REGRADED
+                and stamp.row.submission == entry.name
+                and (out / entry.name / "results.json").is_file()):
+            kept[entry.name] = stamp.row
+    return kept
 
 
 def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
-                seed: int | None) -> tuple[Path | None, int]:
-    """The key to grade with and its seed: the given one, checked, or one built now."""
+                seed: int | None, resume: bool = False) -> tuple[Path | None, int]:
+    """The key to grade with and its seed: the given one, checked, or, resuming, the one an
+    earlier run built if it still fits the bank, or one built now."""
+    built = out / "key.json"
+    if key is None and resume and built.is_file():
+        try:
+            earlier = answer_key.load(built)
+        except answer_key.KeyFileError:
+            earlier = None
+        if earlier and not earlier.stale(bank) and seed in (None, earlier.seed):
+            print(f"resuming with the answer key {built}", file=sys.stderr)
+            key = built
     if key is not None:
         loaded = answer_key.load(key)
         if seed is not None and seed != loaded.seed:
@@ -162,7 +202,6 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
                   "rebuild the key with `gradcheck key build`", file=sys.stderr)
         return key, loaded.seed
     seed = secrets.randbelow(2**32) if seed is None else seed
-    built = out / "key.json"
     command = [sys.executable, "-m", "gradcheck", "key", "build", "--seed", str(seed),
                "--out", str(built)]
     for path in exercises:
@@ -211,91 +250,6 @@ def _mode(path: Path) -> int:
         return 0
 
 
-class _Running:
-    """The graders running now, so that an interrupted batch leaves none behind."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen[bytes]] = set()
-        self._stopped = False
-
-    def add(self, proc: subprocess.Popen[bytes]) -> None:
-        with self._lock:
-            self._procs.add(proc)
-            if self._stopped:  # started just as the batch stopped
-                _kill_group(proc)
-
-    def discard(self, proc: subprocess.Popen[bytes]) -> None:
-        with self._lock:
-            self._procs.discard(proc)
-
-    def stop(self) -> None:
-        """Kill every running grader, and any started from now on."""
-        with self._lock:
-            self._stopped = True
-            for proc in self._procs:
-                _kill_group(proc)
-
-
-def _grade_one(command: list[str], submission: Path, folder: Path, max_score: float,
-               limit: float, running: _Running, junit: bool) -> Row:
-    """Grade one submission in its own `gradcheck grade` process, killed after `limit` s."""
-    folder.mkdir(parents=True, exist_ok=True)
-    results, report = folder / "results.json", folder / "junit.xml"
-    results.unlink(missing_ok=True)  # never read an earlier batch's file as this one's
-    report.unlink(missing_ok=True)
-    if junit:
-        command = [*command, "--junit", str(report)]
-    started = time.monotonic()
-    with open(folder / "grader.log", "wb") as log:
-        proc = subprocess.Popen([*command, "--results-json", str(results), str(submission)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        running.add(proc)
-        try:
-            code = proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            code = None
-        finally:
-            running.discard(proc)
-    elapsed = time.monotonic() - started
-    row = Row(submission.name, 0.0, max_score, "graded", round(elapsed, 2))
-    if code is None:
-        row.status, row.note = "timeout", f"stopped after {limit:g} s"
-    elif code != 0:
-        row.status = "error" if code == CANNOT_RUN else "crashed"
-        row.note = _last_line(folder / "grader.log") or f"exit status {code}"
-    if results.is_file():
-        row.score = _score(results)
-    else:
-        why = row.note or "the grader wrote no results"
-        report = GradeReport(submission=submission.name, seed=0)
-        write_results_json(report, results, incomplete=f"The grader did not finish: {why}.")
-    return row
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill a grader and its process group; its worker dies with it (PR_SET_PDEATHSIG)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-def _score(results: Path) -> float:
-    try:
-        return float(json.loads(results.read_text())["score"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0.0
-
-
-def _last_line(log: Path) -> str:
-    lines = log.read_text(errors="replace").strip().splitlines()
-    return lines[-1][:300] if lines else ""
-
-
 def _write_gradebook(path: Path, rows: list[Row]) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -316,7 +270,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Grade each *.py file and each subfolder (a package) of SUBMISSIONS_DIR as "
                     "one submission, JOBS at a time; write OUT/<submission>/results.json and "
                     "OUT/gradebook.csv (submission, score, max, status, time). Status is graded, "
-                    "timeout, error (the grader could not run) or crashed.")
+                    "timeout, error (the grader could not run), crashed, or lost (on a "
+                    "cluster: every worker that tried it was lost).")
     p.add_argument("folder", metavar="SUBMISSIONS_DIR", type=Path)
     p.add_argument("-j", "--jobs", type=job_count, default=len(os.sched_getaffinity(0)),
                    help="submissions graded at once (default: the number of CPUs)")
@@ -345,6 +300,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--worker-python", metavar="PATH",
                    help="the Python the workers run (default: the grader's own); with "
                         "--worker-user, one those users may run")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="grade on a Dask cluster: the scheduler's address (tcp://HOST:PORT); "
+                        "each worker thread is a job slot and -j is not used. Needs "
+                        "gradcheck[dask] here and on the workers (docs/instructors.md)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the results already in OUT that are complete and were graded "
+                        "against the same bank, key and seed; grade the others")
     p.set_defaults(run=run)
 
 
@@ -362,7 +324,8 @@ def run(args: argparse.Namespace) -> int:
                            key=args.key, seed=args.seed, timeout=args.timeout,
                            memory_mb=args.memory_mb, submission_timeout=args.submission_timeout,
                            worker_user=args.worker_user, worker_python=args.worker_python,
-                           course=course, total_timeout=args.total_timeout)
+                           course=course, total_timeout=args.total_timeout,
+                           scheduler=args.scheduler, resume=args.resume)
     except (CourseFileError, GraderError) as error:
         print(f"gradcheck grade-batch: {error}", file=sys.stderr)
         return CANNOT_RUN
@@ -381,6 +344,11 @@ def _argument_problem(args: argparse.Namespace) -> str:
         return f"--key {args.key}: no such file"
     if args.out.resolve().is_relative_to(args.folder.resolve()):
         return f"--out {args.out} is inside {args.folder}: its folders would be graded next time"
+    if args.scheduler and importlib.util.find_spec("distributed") is None:
+        return (f"--scheduler {args.scheduler} needs Dask, which is not installed: "
+                "pip install 'gradcheck[dask]'")
+    if args.scheduler:  # the workers' machines, not this one, run the submissions
+        return ""
     return worker_problem(args.folder, args.worker_user, args.worker_python)
 
 

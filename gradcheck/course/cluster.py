@@ -1,0 +1,287 @@
+"""`gradcheck grade-batch --scheduler ADDRESS`: a batch graded by a Dask cluster's workers.
+
+Dask is imported here and nowhere else, and this module only when `--scheduler` is given, so a
+batch on one machine neither needs nor imports it (`pip install 'gradcheck[dask]'` adds it).
+
+The client (the machine that runs `grade-batch`) loads the bank, builds or checks the answer key
+as on one machine, then sends the cluster the bytes of every exercise file and of the key once
+(a worker plugin, which the scheduler keeps and gives every worker, those that join later
+too) and one task per submission, which carries the submission's files (a
+tar archive: the workers need not share a file system with the client). On a worker, a task
+writes the bank and key into a private folder named for their digests (one per worker machine
+and bank, 0700, the key 0600), grades the submission as on one machine (`slots.grade_one`: its
+own sandboxed `gradcheck grade` process with the same limits; the Dask worker's own process
+never imports a submission) and returns its reports' bytes with the sha256 of the bank and key it
+read there. The client writes the reports into OUT and refuses a result graded against other
+bytes. (Scattered data would be lost for good with the last worker that held it; a task's
+result is computed again.)
+
+Faults are Dask's to handle: a task whose worker is lost is run again on another one (up to the
+scheduler's `distributed.scheduler.allowed-failures`, 3 by default); a task that fails on every
+try is reported "not graded (worker lost)" with status `lost`, never as a silent 0. Each
+submission is one Dask future, so it has exactly one row, whichever try's result the client got.
+With `--worker-user UID`, each Dask worker thread claims a uid of its own from UID up, with a
+lock file that the other workers of its machine see, so no two gradings running at once on one
+machine share a user.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import io
+import os
+import shutil
+import socket
+import sys
+import tarfile
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from distributed import Client, WorkerPlugin, as_completed, get_worker
+from distributed.scheduler import KilledWorker
+
+from gradcheck import __version__
+from gradcheck.bank.loader import exercise_files
+from gradcheck.course import slots
+from gradcheck.course.slots import Options, Row, Stamp
+from gradcheck.grading.plan import GraderError
+
+#: Seconds to wait for the scheduler to answer when the batch starts.
+CONNECT_TIMEOUT = 30
+#: Retries of a task that raised (not of one whose worker was lost: the scheduler decides those).
+RETRIES = 1
+#: The most bytes of one submission's archive; a larger submission is not sent.
+LARGEST = 20 * 2**20
+#: How many uids above --worker-user the worker threads of one machine may claim.
+UIDS = 4096
+
+
+def grade(address: str, entries: list[Path], out: Path, options: Options, max_score: float,
+          worker_user: int | None, digests: tuple[str, str]) -> Iterator[Stamp]:
+    """Grade `entries` on the cluster whose scheduler is at `address`; each submission's stamp
+    as its result comes in, its reports written in OUT/<name>/ by then."""
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError) as error:
+        raise GraderError(f"--scheduler {address}: cannot reach the Dask scheduler ({error}); "
+                          "start it with `dask scheduler` and give the address it prints"
+                          ) from error
+    futures: dict[Any, Path] = {}
+    try:
+        workers = len(client.scheduler_info().get("workers", {}))
+        print(f"the cluster at {address} has {workers} workers now" +
+              ("; the tasks wait for the first to join" if not workers else ""), file=sys.stderr)
+        batch = uuid.uuid4().hex[:8]
+        payload = _bank_payload(options)
+        client.register_plugin(BankPlugin(payload))
+        bank = _reference(payload)
+        for entry in entries:
+            archive = _archive(entry)
+            if archive is None:
+                row = Row(entry.name, 0.0, max_score, "error", 0.0,
+                          f"over {LARGEST // 2**20} MB: too large to send to the cluster")
+                (out / entry.name).mkdir(parents=True, exist_ok=True)
+                slots.not_graded(row, out / entry.name, row.note)
+                yield Stamp(row, *digests, seed=options.seed)
+                continue
+            future = client.submit(grade_task, entry.name, archive, bank, options, max_score,
+                                   worker_user, key=f"gradcheck-{batch}-{entry.name}",
+                                   pure=False, retries=RETRIES)
+            futures[future] = entry
+        for future in as_completed(futures):
+            yield _collect(future, futures[future], out, options, max_score, digests)
+    finally:  # on an interruption: nothing more starts (what runs ends at its own time limit)
+        client.cancel(list(futures))
+        client.close()
+
+
+def _collect(future: Any, entry: Path, out: Path, options: Options, max_score: float,
+             digests: tuple[str, str]) -> Stamp:
+    """A task's result written into OUT/<name>/, as a stamp; a lost or failed task's row."""
+    folder = out / entry.name
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (*slots.REPORTS, slots.STAMP):
+        (folder / name).unlink(missing_ok=True)
+    try:
+        result = future.result()
+    except KilledWorker as error:
+        return _not_graded(entry, folder, max_score, "lost", "not graded (worker lost)",
+                           "it was not graded (worker lost): every Dask worker that took it "
+                           f"was lost ({str(error).split('. ')[0]})", digests, options)
+    except Exception as error:  # the task raised on every try: a fault of the worker's machine
+        return _not_graded(entry, folder, max_score, "error",
+                           f"not graded: the task failed ({type(error).__name__}: {error})",
+                           "the task failed on the cluster", digests, options)
+    for name, data in result["files"].items():
+        (folder / name).write_bytes(data)
+    row = Row(**result["row"])
+    if (result["bank_sha256"], result["key_sha256"]) != digests:
+        row.status, row.score = "error", 0.0
+        row.note = (f"graded on {result['host']} against another bank or key than this one's "
+                    "(their sha256 differ); not counted")
+        slots.not_graded(row, folder, row.note)
+    elif result["gradcheck"] != __version__:
+        row.status, row.score = "error", 0.0
+        row.note = (f"graded by gradcheck {result['gradcheck']} on {result['host']}, not "
+                    f"{__version__}; install the same version on every worker")
+        slots.not_graded(row, folder, row.note)
+    return Stamp(row, result["bank_sha256"], result["key_sha256"], options.seed, result["host"])
+
+
+def _not_graded(entry: Path, folder: Path, max_score: float, status: str, note: str, why: str,
+                digests: tuple[str, str], options: Options) -> Stamp:
+    row = Row(entry.name, 0.0, max_score, status, 0.0, note)
+    slots.not_graded(row, folder, why)
+    return Stamp(row, *digests, seed=options.seed)
+
+
+class BankPlugin(WorkerPlugin):
+    """The bank and key's bytes, given to every worker, present or to come, by the scheduler,
+    which keeps them: each writes them on its machine as it starts (`setup`)."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+        self.name = f"gradcheck-bank-{payload['name']}"
+
+    def setup(self, worker: Any) -> None:
+        _materialise(self.payload)
+
+
+def _reference(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a task needs to find the bank on its worker: the payload without its bytes."""
+    return {"name": payload["name"], "key": payload["key"] is not None,
+            "roots": [{"folder": root["folder"], "files": dict.fromkeys(root["files"], b"")}
+                      for root in payload["roots"]]}
+
+
+def _bank_payload(options: Options) -> dict[str, Any]:
+    """The exercise files and the key, as bytes, with the places the bank's digest counts."""
+    roots = []
+    for root in options.exercises:
+        files = {(path.relative_to(root) if root.is_dir() else Path(path.name)).as_posix():
+                 path.read_bytes() for path in exercise_files([root])}
+        roots.append({"folder": root.is_dir(), "files": files})
+    key = options.key.read_bytes() if options.key else None
+    return {"roots": roots, "key": key,
+            "name": (slots.bank_digest(options.exercises)[:16]
+                     + slots.file_digest(options.key)[:16])}
+
+
+def _archive(entry: Path) -> bytes | None:
+    """A submission's file or folder as a gzip-compressed tar, caches left out; None if too big."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(entry, arcname=entry.name,
+                filter=lambda info: None if "__pycache__" in info.name.split("/") else info)
+    return buffer.getvalue() if buffer.tell() <= LARGEST else None
+
+
+# --- on a worker --------------------------------------------------------------------------------
+
+
+def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Options,
+               max_score: float, worker_user: int | None) -> dict[str, Any]:
+    """Grade one submission on this Dask worker's machine; its reports' bytes and the digests
+    of the bank and key it was graded against, read back from the files the grader read."""
+    exercises, key = _places(payload)
+    if not all(path.exists() for path in exercises):
+        raise GraderError(f"the bank {payload['name']} is not on this worker: its plugin failed")
+    here = dataclasses.replace(options, exercises=exercises, key=key)
+    command = here.command()
+    if worker_user is not None:
+        command += ["--worker-user", str(_claimed_uid(worker_user))]
+    scratch = Path(tempfile.mkdtemp(prefix="gradcheck-submission-"))
+    try:
+        if worker_user is not None:  # the worker's user must reach the submission
+            scratch.chmod(0o755)
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            tar.extractall(scratch / "in", filter="data")
+        reports = scratch / "out"
+        row = slots.grade_one(command, scratch / "in" / name, reports, max_score, here,
+                              slots.Running())
+        files = {report: (reports / report).read_bytes() for report in slots.REPORTS
+                 if (reports / report).is_file()}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"row": dataclasses.asdict(row), "files": files,
+            "bank_sha256": slots.bank_digest(exercises), "key_sha256": slots.file_digest(key),
+            "host": _host(), "gradcheck": __version__}
+
+
+def _private_folder() -> Path:
+    """This machine's folder of banks and uid locks for this user's Dask workers (0700)."""
+    folder = Path(tempfile.gettempdir()) / f"gradcheck-cluster-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.lstat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077 or not folder.is_dir():
+        raise GraderError(f"{folder} is not this user's alone: remove it and grade again")
+    return folder
+
+
+_writing = threading.Lock()
+
+
+def _materialise(payload: dict[str, Any]) -> None:
+    """Write the bank and key of `payload` as files on this machine, once per machine."""
+    place = _private_folder() / payload["name"]
+    with _writing:
+        if not place.is_dir():
+            part = Path(tempfile.mkdtemp(dir=place.parent, prefix=".part-"))
+            for number, root in enumerate(payload["roots"]):
+                for relative, data in root["files"].items():
+                    path = part / "exercises" / str(number) / relative
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+            if payload["key"] is not None:
+                with os.fdopen(os.open(part / "key.json", os.O_WRONLY | os.O_CREAT, 0o600),
+                               "wb") as f:
+                    f.write(payload["key"])
+            try:
+                part.rename(place)  # another worker process of this machine may have won
+            except OSError:
+                shutil.rmtree(part, ignore_errors=True)
+
+
+def _places(payload: dict[str, Any]) -> tuple[list[Path], Path | None]:
+    """Where `_materialise` wrote the exercises and the key of `payload` on this machine."""
+    place = _private_folder() / payload["name"]
+    roots = []
+    for number, root in enumerate(payload["roots"]):
+        folder = place / "exercises" / str(number)
+        roots.append(folder if root["folder"] else folder / next(iter(root["files"])))
+    return roots, (place / "key.json" if payload["key"] is not None else None)
+
+
+_claims = threading.local()
+
+
+def _claimed_uid(base: int) -> int:
+    """A uid from `base` up that no other grading thread of this machine holds: each worker
+    thread keeps the lock of its own for as long as it lives."""
+    if getattr(_claims, "uid", None) is None:
+        locks = _private_folder() / "uids"
+        locks.mkdir(mode=0o700, exist_ok=True)
+        for uid in range(base, base + UIDS):
+            lock: IO[bytes] = open(locks / str(uid), "ab")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            _claims.uid, _claims.lock = uid, lock
+            break
+        else:
+            raise GraderError(f"every uid from {base} to {base + UIDS - 1} is in use here")
+    return _claims.uid
+
+
+def _host() -> str:
+    try:
+        return get_worker().address
+    except ValueError:  # not in a worker (a test calling the task directly)
+        return socket.gethostname()

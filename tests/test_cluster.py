@@ -1,0 +1,246 @@
+"""`gradcheck grade-batch --scheduler`: a real Dask cluster on the loopback address (a
+`dask scheduler` and two `dask worker` processes), one of its workers killed mid-batch; and,
+without --scheduler, a batch that never imports Dask."""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from grading_samples import PRODUCT, read_results, write_bank
+
+from gradcheck.bank.bundled import reference_path
+from gradcheck.bank.loader import load_bank
+from gradcheck.grading import answer_key
+
+ENGINES = Path(__file__).parent / "engines"
+DASK = shutil.which("dask", path=str(Path(sys.executable).parent)) or shutil.which("dask")
+#: buggy engines of tests/engines, each made a package of its own with tiny.py beside it, so
+#: that it needs nothing but its own files on a worker
+BUGGY = ("wrong_mul", "string_grads", "segfault", "lying_floats", "hang_backward")
+
+
+def package(folder: Path, engine: str) -> None:
+    """tests/engines/ENGINE.py as a package that brings its own copy of tiny.py."""
+    folder.mkdir(parents=True)
+    shutil.copy(ENGINES / "tiny.py", folder / "tiny.py")
+    source = (ENGINES / f"{engine}.py").read_text().replace("from tiny import", "from .tiny import")
+    (folder / "__init__.py").write_text(source)
+
+
+@pytest.fixture
+def twelve(tmp_path):
+    """12 submissions: the reference and five correct ones, five buggy ones (one of them hangs
+    in backward), and one whose import never ends."""
+    subs = tmp_path / "submissions"
+    shutil.copytree(reference_path(), subs / "ref", ignore=shutil.ignore_patterns("__pycache__"))
+    for number in range(5):
+        shutil.copy(ENGINES / "tiny.py", subs / f"good{number}.py")
+    for engine in BUGGY:
+        package(subs / engine, engine)
+    shutil.copy(ENGINES / "hang_import.py", subs / "hang_import.py")
+    assert len(os.listdir(subs)) == 12
+    return subs
+
+
+@pytest.fixture(scope="module")
+def bank_and_key(tmp_path_factory):
+    """Three exercises (square, a hidden cube, product: 7 points) and their answer key."""
+    folder = tmp_path_factory.mktemp("cluster-bank")
+    bank = write_bank(folder / "bank")
+    (bank / "product.exercise.yaml").write_text(PRODUCT)
+    answer_key.build(load_bank(bank), 5, folder / "key.json")
+    return bank, folder / "key.json"
+
+
+class Cluster:
+    """A scheduler and workers started as subprocesses, each in a session of its own."""
+
+    def __init__(self, folder: Path, allowed_failures: int | None = None) -> None:
+        self.folder, self.procs, self.workers = folder, [], {}
+        self.env = {**os.environ}
+        if allowed_failures is not None:
+            self.env["DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES"] = str(allowed_failures)
+        file = folder / "scheduler.json"
+        self.start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                 "--no-dashboard", "--scheduler-file", str(file)])
+        self.address = json.loads(self.wait_for(file).read_text())["address"]
+
+    def start(self, name: str, command: list[str]) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "wb")
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                cwd=self.folder, start_new_session=True)
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def add_worker(self, name: str) -> None:
+        self.workers[name] = self.start(name, [
+            DASK, "worker", self.address, "--name", name, "--nthreads", "1", "--no-nanny",
+            "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(self.folder / name)])
+
+    def wait_for(self, path: Path, seconds: float = 30) -> Path:
+        deadline = time.monotonic() + seconds
+        while not path.is_file() or not path.read_text().strip():
+            assert time.monotonic() < deadline, f"no {path} after {seconds} s"
+            assert all(proc.poll() is None for proc in self.procs), self.logs()
+            time.sleep(0.1)
+        time.sleep(0.2)  # written whole
+        return path
+
+    def client(self):
+        from distributed import Client
+
+        return Client(self.address, timeout=30)
+
+    def kill(self, name: str) -> None:
+        os.killpg(self.workers[name].pid, signal.SIGKILL)
+        self.workers[name].wait()
+
+    def logs(self) -> str:
+        return "\n".join(path.read_text(errors="replace")[-3000:]
+                         for path in self.folder.glob("*.log"))
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    started = Cluster(folder)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def gradebook(out: Path) -> list[dict[str, str]]:
+    with open(out / "gradebook.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def batch(folder: Path, out: Path, bank: Path, key: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "--out", str(out),
+            "--exercises", str(bank), "--key", str(key), "--timeout", "2",
+            "--submission-timeout", "12", *options]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_a_cluster_that_loses_a_worker_grades_every_submission_once_as_locally(
+        twelve, bank_and_key, cluster, tmp_path):
+    bank, key = bank_and_key
+    cluster.add_worker("worker-a")
+    cluster.add_worker("worker-b")
+    with cluster.client() as client:
+        client.wait_for_workers(2, timeout=30)
+        names = {address: info["name"]
+                 for address, info in client.scheduler_info()["workers"].items()}
+        run = subprocess.Popen(batch(twelve, tmp_path / "out", bank, key, "--scheduler",
+                                     cluster.address),
+                               stderr=subprocess.PIPE, text=True)
+        progress = []
+        for line in run.stderr:  # after two results, kill a worker while it grades
+            progress.append(line)
+            if sum(line.startswith("[") for line in progress) == 2:
+                break
+        deadline = time.monotonic() + 20
+        while not (running := {a: keys for a, keys in client.processing().items()
+                               if any(not key.endswith("-bank") for key in keys)}):
+            assert time.monotonic() < deadline, "no task running"
+            time.sleep(0.05)
+        lost, keys = next(iter(running.items()))
+        interrupted = {key.split("-", 2)[2] for key in keys if not key.endswith("-bank")}
+        cluster.kill(names[lost])
+    progress += run.stderr.readlines()
+    assert run.wait(timeout=120) == 1, "".join(progress)  # hang_import is not graded
+    rows = gradebook(tmp_path / "out")
+    assert sorted(row["submission"] for row in rows) == sorted(os.listdir(twelve))  # once each
+    stamps = {row["submission"]: json.loads(
+        (tmp_path / "out" / row["submission"] / "grading.json").read_text()) for row in rows}
+    survivor = ({stamp["host"] for stamp in stamps.values()} - {lost}).pop()
+    for name in interrupted:  # what the lost worker was grading was graded again elsewhere
+        assert stamps[name]["host"] == survivor and stamps[name]["row"]["status"] != "lost"
+    assert len({(s["bank_sha256"], s["key_sha256"]) for s in stamps.values()}) == 1
+    for row in rows:
+        assert "score" in read_results(tmp_path / "out" / row["submission"] / "results.json")
+
+    local = subprocess.run(batch(twelve, tmp_path / "local", bank, key, "-j", "2"),
+                           capture_output=True, text=True, timeout=300)
+    assert local.returncode == 1, local.stderr
+    scores = {row["submission"]: (row["status"], row["score"]) for row in rows}
+    assert scores == {row["submission"]: (row["status"], row["score"])
+                      for row in gradebook(tmp_path / "local")}
+    assert scores["ref"] == scores["good0.py"] == ("graded", "7")
+    assert scores["hang_import.py"] == ("timeout", "0")
+    assert all(status == "graded" and float(score) < 7
+               for name, (status, score) in scores.items() if name in BUGGY), scores
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_a_submission_whose_every_worker_is_lost_is_reported_not_graded(
+        twelve, bank_and_key, tmp_path):
+    """With no retry allowed, killing the only worker while it grades loses that submission:
+    its row says so (status lost, exit status 1), and a new worker grades the rest."""
+    bank, key = bank_and_key
+    (tmp_path / "strict").mkdir()
+    started = Cluster(tmp_path / "strict", allowed_failures=0)
+    try:
+        started.add_worker("only")
+        with started.client() as client:
+            client.wait_for_workers(1, timeout=30)
+            run = subprocess.Popen(batch(twelve, tmp_path / "out", bank, key, "--scheduler",
+                                         started.address), stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 60
+            while not (running := [k for keys in client.processing().values() for k in keys
+                                   if not k.endswith("-bank")]):
+                assert time.monotonic() < deadline, "no task running"
+                time.sleep(0.05)
+            started.kill("only")
+            started.add_worker("second")
+        err = run.communicate(timeout=120)[1]
+    finally:
+        started.stop()
+    assert run.returncode == 1, err
+    rows = {row["submission"]: row for row in gradebook(tmp_path / "out")}
+    assert len(rows) == 12
+    lost = [name for name, row in rows.items() if row["status"] == "lost"]
+    # what the worker held when it died: the grading it ran, and those queued behind it
+    assert running[0].split("-", 2)[2] in lost and len(lost) <= 3, err
+    for name in lost:
+        assert rows[name]["score"] == "0"
+        assert "not graded (worker lost)" in read_results(
+            tmp_path / "out" / name / "results.json")["output"]
+    assert "not graded (worker lost)" in err
+    assert {row["status"] for name, row in rows.items() if name not in lost} == {
+        "graded", "timeout"}
+
+
+def test_a_batch_without_a_scheduler_never_imports_dask(tmp_path, bank_and_key):
+    bank, key = bank_and_key
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    script = ("import sys\nfrom gradcheck.cli import main\n"
+              f"code = main({batch(subs, tmp_path / 'out', bank, key)[3:]!r})\n"
+              "assert code == 0, code\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert gradebook(tmp_path / "out")[0]["status"] == "graded"
