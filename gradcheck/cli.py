@@ -19,6 +19,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from gradcheck import __version__, watch
 from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
@@ -26,7 +27,7 @@ from gradcheck.bank.models import ORACLES
 from gradcheck.bank import selection
 from gradcheck.bank.loader import Bank
 from gradcheck.bank.problems import ExerciseError
-from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, validate
+from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, slots, validate
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import (
     DEFAULT_MEMORY_MB,
@@ -74,7 +75,7 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
         "grade", help="grade a submission against an exercise bank",
         description="Grade SUBMISSION: a module file, a package folder, 'reference' (the bundled "
                     "reference engine) or 'torch' (torch itself, float64).")
-    p.add_argument("submission", metavar="SUBMISSION")
+    p.add_argument("submission", metavar="SUBMISSION", nargs="?")
     selection.add_arguments(p)
     p.add_argument("--results-json", metavar="FILE", type=Path,
                    help="write Gradescope's results.json here (rewritten after each exercise)")
@@ -120,11 +121,17 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--github", action="store_true",
                    help="in GitHub Actions: print an ::error annotation per failed check and "
                         "append the Markdown summary to $GITHUB_STEP_SUMMARY")
+    # grade-batch's long-lived grader of a job slot (gradcheck/course/slots.py), no SUBMISSION
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(run=run_grade)
 
 
 def run_grade(args: argparse.Namespace) -> int:
     """Grade, write every requested report, print the summary."""
+    if args.submission is None and not args.serve:
+        print("gradcheck grade: give the SUBMISSION to grade: a .py file, a package folder, "
+              "`reference` or `torch`", file=sys.stderr)
+        return CANNOT_RUN
     problem = _argument_problem(args)
     if problem:
         return _cannot_run(args, problem)
@@ -135,7 +142,7 @@ def run_grade(args: argparse.Namespace) -> int:
         return _cannot_run(args, str(error))
     if args.watch:
         watch.warm_up(args.key, args.oracles)  # imported here once, for every grading
-    else:
+    elif not args.serve:  # a server's gradings each start their own helper
         prestart(args.key, args.oracles)  # grading live, jax's helper imports jax meanwhile
     try:
         bank = chosen.load(strict=args.strict)
@@ -153,11 +160,33 @@ def run_grade(args: argparse.Namespace) -> int:
         # when graded live
         return watch.run(args, bank, chosen, lambda bank, seed, key: grade_and_report(
             args, bank, seed, key, live=key != args.key)[1])
+    if args.serve:
+        return _serve(args, bank)
     return grade_and_report(args, bank, args.seed, args.key)[0]
 
 
-def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None, key: str | None,
-                     live: bool = False) -> tuple[int, GradeReport | None]:
+def _serve(args: argparse.Namespace, bank: Bank) -> int:
+    """`grade --serve`: with the bank and the key loaded once, grade each submission the batch
+    sends in a process forked from this one (`slots.serve`), as `grade` would."""
+    try:
+        key = answer_key.load(args.key) if args.key else None
+    except answer_key.KeyFileError as error:
+        return _cannot_run(args, str(error))
+
+    def grade(request: dict[str, Any]) -> int:
+        args.submission, args.worker_user = request["submission"], request["worker_user"]
+        args.results_json = Path(request["results"])
+        args.junit = Path(request["junit"]) if request["junit"] else None
+        problem = _argument_problem(args)
+        if problem:
+            return _cannot_run(args, problem)
+        return grade_and_report(args, bank, args.seed, key)[0]
+
+    return slots.serve(grade)
+
+
+def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
+                     key: str | answer_key.Key | None, live: bool = False) -> tuple[int, GradeReport | None]:
     """Grade `bank` at `seed` (None: a new one) with `key`, write every requested report and
     print the summary; the exit status, and the report when grading ran. `live`: the key only
     saves the oracles' work, so the submission is run as in a live grading."""
@@ -218,13 +247,17 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
 
 
 def _argument_problem(args: argparse.Namespace) -> str:
-    """What is wrong with `grade`'s paths, or "" (checked before any work starts)."""
-    try:
-        resolve_submission(args.submission)
-    except GraderError as error:
-        return str(error)
+    """What is wrong with `grade`'s paths, or "" (checked before any work starts; a server's
+    submission, before each grading)."""
+    if args.submission is not None:  # None: --serve, before its first submission
+        try:
+            resolve_submission(args.submission)
+        except GraderError as error:
+            return str(error)
     if args.key and not Path(args.key).is_file():
         return f"--key {args.key}: no such file"
+    if args.submission is None:
+        return ""
     return batch.worker_problem(resolve_submission(args.submission), args.worker_user,
                                 args.worker_python)
 

@@ -47,10 +47,10 @@ from gradcheck.course.slots import (
     Options,
     Row,
     Running,
+    Server,
     Stamp,
     bank_digest,
     file_digest,
-    grade_one,
 )
 from gradcheck.engine.sandbox import preflight
 from gradcheck.grading import answer_key
@@ -136,22 +136,22 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
 
 def _grade_here(entries: list[Path], out: Path, options: Options, max_score: float, jobs: int,
                 worker_user: int | None, digests: tuple[str, str]) -> Iterator[Stamp]:
-    """Grade on this machine, `jobs` at a time; each result as it comes."""
-    command = options.command()
+    """Grade on this machine, `jobs` at a time, each job slot with a long-lived grader of its
+    own (`slots.Server`); each result as it comes."""
     running = Running()
-    slots: queue.SimpleQueue[int] = queue.SimpleQueue()  # the job slots free now
+    servers = [Server(options.command(), running) for _ in range(jobs)]
+    free: queue.SimpleQueue[int] = queue.SimpleQueue()  # the job slots free now
     for slot in range(jobs):
-        slots.put(slot)
+        free.put(slot)
 
     def grade(entry: Path) -> Stamp:
-        slot = slots.get()
+        slot = free.get()
         try:
-            user = [] if worker_user is None else ["--worker-user", str(worker_user + slot)]
-            row = grade_one([*command, *user], entry, out / entry.name, max_score, options,
-                            running)
+            user = None if worker_user is None else worker_user + slot
+            row = servers[slot].grade(entry, out / entry.name, max_score, options, user)
             return Stamp(row, *digests, seed=options.seed)
         finally:
-            slots.put(slot)
+            free.put(slot)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(grade, entry) for entry in entries]
@@ -162,6 +162,8 @@ def _grade_here(entries: list[Path], out: Path, options: Options, max_score: flo
             for future in futures:
                 future.cancel()
             running.stop()
+            for server in servers:
+                server.close()
 
 
 def _complete(entries: list[Path], out: Path, digests: tuple[str, str],

@@ -9,9 +9,10 @@ as on one machine, then sends the cluster the bytes of every exercise file and o
 too) and one task per submission, which carries the submission's files (a
 tar archive: the workers need not share a file system with the client). On a worker, a task
 writes the bank and key into a private folder named for their digests (one per worker machine
-and bank, 0700, the key 0600), grades the submission as on one machine (`slots.grade_one`: its
-own sandboxed `gradcheck grade` process with the same limits; the Dask worker's own process
-never imports a submission) and returns its reports' bytes with the sha256 of the bank and key it
+and bank, 0700, the key 0600), grades the submission as on one machine (`slots.Server`: a
+`gradcheck grade` process forked for it by the worker thread's long-lived grader, with its own
+sandboxed worker and the same limits; the Dask worker's own process never imports a submission,
+nor even gradcheck's grader) and returns its reports' bytes with the sha256 of the bank and key it
 read there. The client writes the reports into OUT and refuses a result graded against other
 bytes. (Scattered data would be lost for good with the last worker that held it; a task's
 result is computed again.)
@@ -192,9 +193,7 @@ def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Opti
     if not all(path.exists() for path in exercises):
         raise GraderError(f"the bank {payload['name']} is not on this worker: its plugin failed")
     here = dataclasses.replace(options, exercises=exercises, key=key)
-    command = here.command()
-    if worker_user is not None:
-        command += ["--worker-user", str(_claimed_uid(worker_user))]
+    user = None if worker_user is None else _claimed_uid(worker_user)
     scratch = Path(tempfile.mkdtemp(prefix="gradcheck-submission-"))
     try:
         if worker_user is not None:  # the worker's user must reach the submission
@@ -202,8 +201,8 @@ def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Opti
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
             tar.extractall(scratch / "in", filter="data")
         reports = scratch / "out"
-        row = slots.grade_one(command, scratch / "in" / name, reports, max_score, here,
-                              slots.Running())
+        row = _server(here.command()).grade(scratch / "in" / name, reports, max_score, here,
+                                            user)
         files = {report: (reports / report).read_bytes() for report in slots.REPORTS
                  if (reports / report).is_file()}
     finally:
@@ -211,6 +210,21 @@ def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Opti
     return {"row": dataclasses.asdict(row), "files": files,
             "bank_sha256": slots.bank_digest(exercises), "key_sha256": slots.file_digest(key),
             "host": _host(), "gradcheck": __version__}
+
+
+_servers = threading.local()
+_running = slots.Running()
+
+
+def _server(command: list[str]) -> slots.Server:
+    """This worker thread's long-lived grader for `command` (one batch's options and bank): the
+    same from one task to the next of a batch; another batch's is let go."""
+    server = getattr(_servers, "server", None)
+    if server is None or server.command[:-1] != command:
+        if server is not None:
+            server.close()
+        server = _servers.server = slots.Server(command, _running)
+    return server
 
 
 def _private_folder() -> Path:

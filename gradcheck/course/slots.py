@@ -3,24 +3,37 @@
 `gradcheck grade-batch` (gradcheck/course/batch.py) grades on this machine, `-j` job slots at a
 time; with `--scheduler`, each grading runs on a Dask worker (gradcheck/course/cluster.py). Both
 grade a submission the same way, with what this module owns: the `gradcheck grade` command line a
-batch's options make, `grade_one` (that process, killed with everything it started past the
-submission's time limit, its results file and grader log), the gradebook `Row` it gives, and the
-sha256 digests of the bank and the key a grading used, which every result carries
-(`OUT/<name>/grading.json`) so that a resumed batch regrades what was graded against other bytes.
+batch's options make, a job slot's long-lived grader (`Server`, which is `gradcheck grade
+--serve`: gradcheck, the bank and the key loaded once, and, for each submission, a fresh process
+forked from it that grades it with its own sandboxed worker, killed with everything it started
+past the submission's time limit), the gradebook `Row` a grading gives, and the sha256 digests of
+the bank and the key it used, which every result carries (`OUT/<name>/grading.json`) so that a
+resumed batch regrades what was graded against other bytes.
+
+Why a fork per submission rather than one grader for all: whatever a grading does to gradcheck's
+state (a fault of gradcheck's that corrupts the loaded bank or key, a patched module, a thread
+left behind, a crash) ends with its process; the server that forks the next one grades nothing
+itself. What the fork saves is the imports and the bank's and key's loading, about 0.45 s of CPU
+a submission (BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gradcheck.bank.loader import exercise_files
 from gradcheck.grading.results import GradeReport
@@ -147,42 +160,174 @@ class Running:
                 kill_group(proc)
 
 
-def grade_one(command: list[str], submission: Path, folder: Path, max_score: float,
-              options: Options, running: Running) -> Row:
-    """Grade one submission in its own `gradcheck grade` process (`command`, the batch's with
-    the job slot's worker user), killed after the submission timeout; its reports in `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    results, report = folder / "results.json", folder / "junit.xml"
-    for stale in (results, report, folder / STAMP):
-        stale.unlink(missing_ok=True)  # never read an earlier batch's file as this one's
-    if options.junit:
-        command = [*command, "--junit", str(report)]
-    limit = options.submission_timeout
-    started = time.monotonic()
-    with open(folder / "grader.log", "wb") as log:
-        proc = subprocess.Popen([*command, "--results-json", str(results), str(submission)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        running.add(proc)
+class Server:
+    """A job slot's long-lived grader: `gradcheck grade --serve` with the batch's options, which
+    loads gradcheck, the bank and the key once, then forks a fresh grading process per
+    submission (`serve`). Started when first needed, and again after it dies."""
+
+    def __init__(self, command: list[str], running: Running) -> None:
+        self.command = [*command, "--serve"]
+        self.running = running
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def grade(self, submission: Path, folder: Path, max_score: float, options: Options,
+              worker_user: int | None = None) -> Row:
+        """Grade one submission in a process of its own forked by the server, killed with
+        everything it started after the submission timeout; its reports in `folder`."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in (folder / "results.json", folder / "junit.xml", folder / STAMP):
+            stale.unlink(missing_ok=True)  # never read an earlier batch's file as this one's
+        (folder / "grader.log").write_bytes(b"")
+        request = {"submission": str(submission), "results": str(folder / "results.json"),
+                   "log": str(folder / "grader.log"), "worker_user": worker_user,
+                   "junit": str(folder / "junit.xml") if options.junit else None}
+        limit = options.submission_timeout
+        started = time.monotonic()
+        code: int | None | str = self._ask(request, started + limit)
+        elapsed = time.monotonic() - started
+        row = Row(submission.name, 0.0, max_score, "graded", round(elapsed, 2))
+        if code is None:
+            row.status, row.note = "timeout", f"stopped after {limit:g} s"
+        elif isinstance(code, str):
+            row.status, row.note = "crashed", code
+        elif code != 0:
+            row.status = "error" if code == CANNOT_RUN else "crashed"
+            row.note = _last_line(folder / "grader.log") or f"exit status {code}"
+        if (folder / "results.json").is_file():
+            row.score = _score(folder / "results.json")
+        else:
+            not_graded(row, folder, row.note or "the grader wrote no results")
+        return row
+
+    def close(self) -> None:
+        """Let the server go: it exits when its input ends."""
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                kill_group(self.proc)
+            self.running.discard(self.proc)
+            self.proc = None
+
+    def _ask(self, request: dict[str, object], deadline: float) -> int | None | str:
+        """The grading's exit status, None if it ran past `deadline` (then killed), or why the
+        server failed (then stopped, to be started again for the next submission)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         start_new_session=True)
+            self.running.add(self.proc)
         try:
-            code = proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            code = None
-        finally:
-            running.discard(proc)
-    elapsed = time.monotonic() - started
-    row = Row(submission.name, 0.0, max_score, "graded", round(elapsed, 2))
-    if code is None:
-        row.status, row.note = "timeout", f"stopped after {limit:g} s"
-    elif code != 0:
-        row.status = "error" if code == CANNOT_RUN else "crashed"
-        row.note = _last_line(folder / "grader.log") or f"exit status {code}"
-    if results.is_file():
-        row.score = _score(results)
-    else:
-        not_graded(row, folder, row.note or "the grader wrote no results")
-    return row
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+            pid = self._reply(time.monotonic() + SERVER_PATIENCE)["pid"]
+            try:
+                return self._reply(deadline)["exit"]
+            except TimeoutError:
+                _kill_pid_group(pid)
+                self._reply(time.monotonic() + SERVER_PATIENCE)  # the server saw it die
+                return None
+        except (OSError, ValueError, KeyError, TimeoutError) as error:
+            why = self._stop()
+            return f"the job slot's grader failed ({why or error})"
+
+    def _reply(self, deadline: float) -> dict[str, int]:
+        """The server's next line, waited for until `deadline`."""
+        out = self.proc.stdout
+        ready = select.select([out], [], [], max(0.0, deadline - time.monotonic()))[0]
+        if not ready:
+            raise TimeoutError("no reply")
+        line = out.readline()
+        if not line:
+            raise ValueError("it exited")
+        return json.loads(line)
+
+    def _stop(self) -> str:
+        """Stop a failed server; the last line it wrote on stderr."""
+        proc, self.proc = self.proc, None
+        kill_group(proc)
+        self.running.discard(proc)
+        lines = proc.stderr.read().decode(errors="replace").strip().splitlines()
+        return lines[-1][:300] if lines else ""
+
+
+#: Seconds a server has to answer a request or report a killed grading.
+SERVER_PATIENCE = 60.0
+
+
+def serve(grade: Callable[[dict[str, Any]], int]) -> int:
+    """`gradcheck grade --serve`: for each request line on stdin (a submission and where its
+    reports go), fork; the child, in a session of its own, its output in the request's log,
+    grades (`grade(request)`: the same code as `gradcheck grade`, with the bank and key this
+    process loaded) and exits. Its pid, then its exit status, go back on stdout as JSON lines.
+
+    Each grading is a fresh process, so what it does to gradcheck's state (the bank, the key,
+    a module) ends with it; the next is forked from this process, which grades nothing itself.
+    When stdin ends (the batch, or the Dask worker, is gone) a grading still running is killed
+    and the server exits."""
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    quiet = os.open(os.devnull, os.O_RDWR)
+    os.dup2(quiet, 1)  # nothing printed here may pass for a reply
+    requests = sys.stdin.buffer
+    for line in iter(requests.readline, b""):
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            replies.close()
+            _child(request, grade, quiet)
+        print(json.dumps({"pid": pid}), file=replies)
+        code = _wait(pid, requests.fileno())
+        if code is None:  # stdin ended while it graded
+            return 0
+        print(json.dumps({"exit": code}), file=replies)
+    return 0
+
+
+def _child(request: dict[str, Any], grade: Callable[[dict[str, Any]], int], quiet: int) -> None:
+    """A forked grading: its own session, dies with the server, its output in its log."""
+    code = 70  # EX_SOFTWARE, if even the redirection fails
+    try:
+        os.setsid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(quiet, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        code = grade(request)
+    except BaseException:  # a fault of gradcheck's: in its log, and this process only
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _wait(pid: int, requests: int) -> int | None:
+    """A grading's exit status as subprocess gives it (-N for signal N), or None if the batch
+    went away first (the grading is then killed)."""
+    child = os.pidfd_open(pid)
+    try:
+        ready = select.select([child, requests], [], [])[0]
+        if child not in ready:
+            _kill_pid_group(pid)
+        status = os.waitpid(pid, 0)[1]
+        return os.waitstatus_to_exitcode(status) if child in ready else None
+    finally:
+        os.close(child)
+
+
+def _kill_pid_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def not_graded(row: Row, folder: Path, why: str) -> None:

@@ -82,14 +82,15 @@ class Grader:
     """Grades one submission. Owns its worker process and the oracles' results for the run."""
 
     def __init__(self, submission: str | Path, *, seed: int | None = None,
-                 key: str | Path | None = None, oracles: Sequence[str] | None = None,
+                 key: str | Path | answer_key.Key | None = None,
+                 oracles: Sequence[str] | None = None,
                  timeout: float | None = None, memory_mb: int | None = DEFAULT_MEMORY_MB,
                  worker: Mapping[str, Any] | None = None,
                  total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT) -> None:
         self.label = str(submission)
         self.path = resolve_submission(submission)
         #: the answer key: torch's and jax's results come from it, for the exercises it holds.
-        self.key = _load_key(key) if key else None
+        self.key = key if isinstance(key, answer_key.Key) else _load_key(key) if key else None
         if self.key is not None and seed is not None and int(seed) != self.key.seed:
             raise GraderError(f"the answer key {key} was built with seed {self.key.seed}; grade "
                               f"with --seed {self.key.seed} (or no --seed), or build a key with "

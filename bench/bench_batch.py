@@ -1,0 +1,163 @@
+"""Benchmark: `grade-batch` with a long-lived grader per job slot, against a process per
+submission, and on a local Dask cluster.
+
+Side by side in one run, with one answer key, on a snapshot of the bundled bank:
+
+1. 50 submissions (45 copies of the reference engine, 5 buggy engines of tests/engines), `-j 2`:
+   the code before the long-lived grader (`--before REV`, default the main branch before it,
+   run from a copy made with `git archive`) against this checkout; wall time, and the CPU of
+   the whole process tree per submission (the batch, its graders and their workers, from
+   `os.wait4`) (targets: at least 2x the throughput, at most 0.6 s of CPU a submission);
+2. `--cluster N` submissions (default 200) graded by a `dask scheduler` and two `dask worker`
+   processes of one thread each on 127.0.0.1, against `-j 2` on this machine (the overhead of
+   the cluster); the cluster's start is timed apart.
+
+Run: `python bench/bench_batch.py [--cluster 200] [--rounds 1]`. Rounds alternate before and
+after; each figure is the best of its rounds. Load averages before and after are reported:
+the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_grading import BUGGY, ENGINES, ROOT, SEED, snapshot
+
+#: main before the long-lived grader: a `gradcheck grade` process per submission
+BEFORE = "0e71208"
+
+
+def submissions(folder: Path, count: int) -> Path:
+    """`count` submissions: the buggy engines of bench_grading, then copies of the reference."""
+    folder.mkdir()
+    for name in BUGGY:
+        shutil.copy(ENGINES / f"{name}.py", folder / f"{name}.py")
+    for number in range(count - len(BUGGY)):
+        shutil.copytree(ROOT / "reference", folder / f"student{number:03d}",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+def timed(command: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
+    """Wall time and the CPU seconds of a command's whole tree of waited-for processes."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=ROOT, env=env)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise RuntimeError(f"{' '.join(command)} failed:\n{err.decode()[-2000:]}")
+    return {"s": seconds, "cpu_s": usage.ru_utime + usage.ru_stime}
+
+
+def graded(out: Path) -> dict[str, str]:
+    with open(out / "gradebook.csv", newline="") as f:
+        return {row["submission"]: row["score"] for row in csv.DictReader(f)}
+
+
+def batch(folder: Path, out: Path, bank: Path, key: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "--out", str(out),
+            "--exercises", str(bank), "--key", str(key), *options]
+
+
+def long_lived(work: Path, bank: Path, key: Path, before: str, rounds: int) -> dict[str, Any]:
+    """Figure 1: 50 submissions, -j 2, before and after, alternating."""
+    old = work / "before"
+    old.mkdir()
+    archive = subprocess.run(["git", "archive", before, "gradcheck", "exercises", "reference",
+                              "examples"], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    folder = submissions(work / "fifty", 50)
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    for number in range(rounds):
+        for label, env in (("before", {**os.environ, "PYTHONPATH": str(old)}), ("after", None)):
+            out = work / f"{label}-{number}"
+            runs[label].append(timed(batch(folder, out, bank, key, "-j", "2"), env))
+            runs[label][-1]["scores"] = graded(out)
+    assert runs["before"][0]["scores"] == runs["after"][0]["scores"], "the scores differ"
+    best = {label: min(found, key=lambda run: run["s"]) for label, found in runs.items()}
+    return {"submissions": 50, "before_rev": before,
+            "before_s": best["before"]["s"], "after_s": best["after"]["s"],
+            "throughput_ratio": best["before"]["s"] / best["after"]["s"],
+            "before_cpu_per_submission_s": min(r["cpu_s"] for r in runs["before"]) / 50,
+            "after_cpu_per_submission_s": min(r["cpu_s"] for r in runs["after"]) / 50,
+            "all_s": {label: [r["s"] for r in found] for label, found in runs.items()}}
+
+
+def cluster(work: Path, bank: Path, key: Path, count: int) -> dict[str, Any]:
+    """Figure 2: `count` submissions on two local Dask workers, then -j 2 here."""
+    folder = submissions(work / "many", count)
+    dask = str(Path(sys.executable).parent / "dask")
+    procs = []
+    started = time.perf_counter()
+    try:
+        file = work / "scheduler.json"
+        procs.append(subprocess.Popen(
+            [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--scheduler-file", str(file)], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, cwd=work))
+        while not file.is_file() or not file.read_text().strip():
+            time.sleep(0.05)
+        time.sleep(0.2)
+        address = json.loads(file.read_text())["address"]
+        for name in ("a", "b"):
+            procs.append(subprocess.Popen(
+                [dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                 "--host", "127.0.0.1", "--name", name, "--local-directory", str(work / name)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        from distributed import Client
+
+        with Client(address) as client:
+            client.wait_for_workers(2, timeout=60)
+        start_s = time.perf_counter() - started
+        on_cluster = timed(batch(folder, work / "cluster", bank, key, "--scheduler", address))
+    finally:
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    here = timed(batch(folder, work / "here", bank, key, "-j", "2"))
+    assert graded(work / "cluster") == graded(work / "here"), "the scores differ"
+    return {"submissions": count, "cluster_start_s": start_s, "cluster_s": on_cluster["s"],
+            "here_s": here["s"], "cluster_over_here": on_cluster["s"] / here["s"],
+            "cluster_client_and_workers_cpu_per_submission_s": on_cluster["cpu_s"] / count,
+            "here_cpu_per_submission_s": here["cpu_s"] / count}
+
+
+def run(count: int = 200, rounds: int = 1, before: str = BEFORE) -> dict[str, Any]:
+    """Both figures, as plain data."""
+    with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
+        work = Path(tmp)
+        bank, key = snapshot(work), work / "key.json"
+        subprocess.run([sys.executable, "-m", "gradcheck", "key", "build", "--exercises",
+                        str(bank), "--seed", str(SEED), "--out", str(key)], check=True,
+                       capture_output=True, cwd=ROOT)
+        load_before = os.getloadavg()
+        figures = {"cpus": len(os.sched_getaffinity(0)), "load_average_before": load_before,
+                   "long_lived": long_lived(work, bank, key, before, rounds)}
+        if count:
+            figures["cluster"] = cluster(work, bank, key, count)
+        figures["load_average_after"] = os.getloadavg()
+        return figures
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cluster", type=int, default=200, metavar="N",
+                        help="submissions graded on the local cluster (0: skip it)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of before and after")
+    parser.add_argument("--before", default=BEFORE, help="the revision to compare with")
+    arguments = parser.parse_args()
+    print(json.dumps(run(arguments.cluster, arguments.rounds, arguments.before), indent=2))

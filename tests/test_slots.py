@@ -1,0 +1,130 @@
+"""A job slot's long-lived grader (gradcheck/course/slots.py): each submission is graded in a
+process forked from it, so a fault of gradcheck's in one grading, whatever it breaks, does not
+reach the next; a hung grading is killed; the server's gradings die with it."""
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from grading_samples import PRODUCT, write_bank
+from processes import alive, gone_within
+
+from gradcheck.bank.loader import load_bank
+from gradcheck.course.slots import Options, Running, Server
+from gradcheck.grading import answer_key
+
+ENGINES = Path(__file__).parent / "engines"
+
+#: `gradcheck` with a fault of its own put in for submissions named poison*: the grading breaks
+#: the bank and the key it was given (this process loaded them once, for every submission),
+#: patches the comparison to pass everything, then raises, or (poison_crash*) dies of SIGSEGV.
+FAULTY = """
+import os, signal, sys
+from gradcheck.grading import compare, grader
+real = grader.Grader.grade_bank
+def grade_bank(self, bank, progress=None):
+    if "poison" in self.label:
+        del bank.exercises[1:]
+        self.key.exercises.clear()
+        compare.grade = lambda *args, **kwargs: None
+        if "crash" in self.label:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        raise RuntimeError("a fault of gradcheck's")
+    return real(self, bank, progress)
+grader.Grader.grade_bank = grade_bank
+from gradcheck.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def options(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("slots")
+    bank = write_bank(folder / "bank")
+    (bank / "product.exercise.yaml").write_text(PRODUCT)
+    answer_key.build(load_bank(bank), 5, folder / "key.json")
+    return Options(seed=5, exercises=[bank], key=folder / "key.json", submission_timeout=60)
+
+
+def fresh_score(submission: Path, options: Options) -> str:
+    """The total a `gradcheck grade` process of its own gives `submission`."""
+    done = subprocess.run([*options.command(), str(submission)], capture_output=True, text=True,
+                          timeout=120)
+    return done.stdout.split()[0]
+
+
+@pytest.mark.slow
+def test_a_fault_of_gradchecks_in_one_grading_does_not_reach_the_next(options, tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("tiny", "wrong_mul"):
+        shutil.copy(ENGINES / f"{name}.py", subs / f"{name}.py")
+    for name in ("poison.py", "poison_crash.py"):
+        shutil.copy(ENGINES / "tiny.py", subs / name)
+    running = Running()
+    server = Server([sys.executable, "-c", FAULTY, *options.command()[3:]], running)
+    try:
+        def grade(name):
+            return server.grade(subs / name, tmp_path / "out" / name, 7.0, options)
+
+        before = grade("wrong_mul.py")
+        pid = server.proc.pid
+        poisoned = grade("poison.py")
+        crashed = grade("poison_crash.py")
+        after, honest = grade("wrong_mul.py"), grade("tiny.py")
+        assert server.proc.pid == pid  # one long-lived grader throughout
+    finally:
+        server.close()
+    assert poisoned.status == "error" and "a fault of gradcheck" in poisoned.note
+    assert "a fault of gradcheck's" in (tmp_path / "out" / "poison.py" / "grader.log").read_text()
+    assert crashed.status == "crashed" and crashed.note == "exit status -11"
+    # the bank, the key and the comparison are whole again for the next submission
+    assert (before.status, before.score) == (after.status, after.score) == ("graded", 6.0)
+    assert f"{after.score:g}/7" == fresh_score(subs / "wrong_mul.py", options)
+    assert (honest.status, honest.score) == ("graded", 7.0)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(child) for child in f.read().split()]
+    return found
+
+
+@pytest.mark.slow
+def test_a_hung_grading_is_killed_and_the_server_goes_on_and_its_gradings_die_with_it(
+        options, tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ENGINES / "hang_import.py", subs / "hang_import.py")
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    short = Options(**{**options.__dict__, "submission_timeout": 3})
+    server = Server(short.command(), Running())
+    try:
+        hung = server.grade(subs / "hang_import.py", tmp_path / "hang", 7.0, short)
+        assert (hung.status, hung.note) == ("timeout", "stopped after 3 s")
+        assert server.grade(subs / "tiny.py", tmp_path / "tiny", 7.0, short).score == 7.0
+        # the batch goes away while a grading hangs: the server kills it and exits
+        rows = []
+        thread = threading.Thread(target=lambda: rows.append(
+            server.grade(subs / "hang_import.py", tmp_path / "gone", 7.0, options)))
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not children(server.proc.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        grading, proc = children(server.proc.pid)[0], server.proc
+        assert alive(grading)
+        proc.stdin.close()
+        thread.join(timeout=30)
+        assert gone_within(grading, 10) and proc.wait(timeout=10) in (0, -9)
+        assert rows[0].status == "crashed" and "grader failed" in rows[0].note
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.proc.kill()
