@@ -23,7 +23,6 @@ import argparse
 import csv
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,21 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_grading import BUGGY, ENGINES, ROOT, SEED, snapshot
+from bench_grading import ROOT, SEED, snapshot, submissions
 
 #: main before the long-lived grader: a `gradcheck grade` process per submission
 BEFORE = "0e71208"
-
-
-def submissions(folder: Path, count: int) -> Path:
-    """`count` submissions: the buggy engines of bench_grading, then copies of the reference."""
-    folder.mkdir()
-    for name in BUGGY:
-        shutil.copy(ENGINES / f"{name}.py", folder / f"{name}.py")
-    for number in range(count - len(BUGGY)):
-        shutil.copytree(ROOT / "reference", folder / f"student{number:03d}",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    return folder
 
 
 def timed(command: list[str], env: dict[str, str] | None = None) -> dict[str, float]:

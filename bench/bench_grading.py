@@ -128,15 +128,20 @@ def grading(bank: Path, key: Path, repeat: int) -> dict[str, Any]:
     }
 
 
-def batch(bank: Path, key: Path, work: Path, count: int = 50) -> dict[str, Any]:
-    """Figure 3: `count` submissions, -j 1 then -j 2, the same key."""
-    folder = work / "submissions"
+def submissions(folder: Path, count: int) -> Path:
+    """A folder of `count` submissions: the BUGGY engines, then copies of the reference."""
     folder.mkdir()
     for name in BUGGY:
         shutil.copy(ENGINES / f"{name}.py", folder / f"{name}.py")
     for i in range(count - len(BUGGY)):
-        shutil.copytree(ROOT / "reference", folder / f"student{i:02d}",
+        shutil.copytree(ROOT / "reference", folder / f"student{i:03d}",
                         ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+def batch(bank: Path, key: Path, work: Path, count: int = 50) -> dict[str, Any]:
+    """Figure 3: `count` submissions, -j 1 then -j 2, the same key."""
+    folder = submissions(work / "submissions", count)
     figures: dict[str, Any] = {"submissions": count}
     for jobs in (1, 2):
         out = work / f"out-j{jobs}"

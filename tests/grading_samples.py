@@ -98,6 +98,17 @@ def write_fd_bank(folder: Path) -> Path:
     return folder
 
 
+def keyed_bank(folder: Path) -> tuple[Path, Path]:
+    """The small bank with the product exercise (7 points), and its answer key with seed 5."""
+    from gradcheck.bank.loader import load_bank
+    from gradcheck.grading import answer_key
+
+    bank = write_bank(folder / "bank")
+    (bank / "product.exercise.yaml").write_text(PRODUCT)
+    answer_key.build(load_bank(bank), 5, folder / "key.json")
+    return bank, folder / "key.json"
+
+
 def read_results(path: Path) -> dict:
     """A results.json file, checked against Gradescope's format."""
     data = json.loads(path.read_text())

@@ -13,11 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from grading_samples import PRODUCT, read_results, write_bank
+from grading_samples import keyed_bank, read_results
 
 from gradcheck.bank.bundled import reference_path
-from gradcheck.bank.loader import load_bank
-from gradcheck.grading import answer_key
 
 ENGINES = Path(__file__).parent / "engines"
 DASK = shutil.which("dask", path=str(Path(sys.executable).parent)) or shutil.which("dask")
@@ -52,11 +50,7 @@ def twelve(tmp_path):
 @pytest.fixture(scope="module")
 def bank_and_key(tmp_path_factory):
     """Three exercises (square, a hidden cube, product: 7 points) and their answer key."""
-    folder = tmp_path_factory.mktemp("cluster-bank")
-    bank = write_bank(folder / "bank")
-    (bank / "product.exercise.yaml").write_text(PRODUCT)
-    answer_key.build(load_bank(bank), 5, folder / "key.json")
-    return bank, folder / "key.json"
+    return keyed_bank(tmp_path_factory.mktemp("cluster-bank"))
 
 
 class Cluster:

@@ -11,12 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from grading_samples import PRODUCT, write_bank
+from grading_samples import keyed_bank
 from processes import alive, gone_within
 
-from gradcheck.bank.loader import load_bank
 from gradcheck.course.slots import Options, Running, Server
-from gradcheck.grading import answer_key
 
 ENGINES = Path(__file__).parent / "engines"
 
@@ -44,11 +42,8 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.fixture(scope="module")
 def options(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("slots")
-    bank = write_bank(folder / "bank")
-    (bank / "product.exercise.yaml").write_text(PRODUCT)
-    answer_key.build(load_bank(bank), 5, folder / "key.json")
-    return Options(seed=5, exercises=[bank], key=folder / "key.json", submission_timeout=60)
+    bank, key = keyed_bank(tmp_path_factory.mktemp("slots"))
+    return Options(seed=5, exercises=[bank], key=key, submission_timeout=60)
 
 
 def fresh_score(submission: Path, options: Options) -> str:
