@@ -338,3 +338,15 @@ def test_results_json_shows_a_behaviour_failure_as_an_html_table_unless_hidden()
     assert ("<td>1. <code>z.backward()</code></td><td>x.grad = 12.0</td>"
             "<td class=\"differs\">x.grad = 6.0</td>") in first["output"]
     assert second["output"] == WITHHELD and "output_format" not in second
+
+
+def test_results_json_says_what_to_fix_first_in_its_output():
+    blocked = [result(f"ex{i}", "gradients", "failed", 0.0, 2.0, f"tensor() raised\nline {i}",
+                      blocked_by="tensor()") for i in range(3)]
+    blocked.append(result("hid", "gradients", "failed", 0.0, 4.0, SECRET, visibility="hidden",
+                          blocked_by="tanh()"))
+    output = results_json(GradeReport(submission="e.py", seed=1, results=blocked))["output"]
+    assert ("What to fix first, by the points each fix would unblock:\n"
+            "1. Implement `tensor()` first: 3 checks need it (6 points). tensor() raised"
+            ) in output
+    assert "tanh" not in output and SECRET not in output

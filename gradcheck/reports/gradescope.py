@@ -19,6 +19,7 @@ from gradcheck.reports import (
     atomic_write,
     by_exercise,
     details_shown,
+    root_causes,
     shown_message,
     shown_output,
 )
@@ -87,6 +88,11 @@ def _summary(report: GradeReport, incomplete: str) -> str:
     parts = [incomplete] if incomplete else []
     if report.import_error:
         parts.append("Your submission could not be imported:\n\n" + report.import_error)
+    causes = root_causes(report)
+    if causes:  # said once here, as at the top of the terminal report
+        parts.append("What to fix first, by the points each fix would unblock:\n" + "\n".join(
+            f"{number}. {cause.heading(first=number == 1)}. {cause.first_line}"
+            for number, cause in enumerate(causes, start=1)))
     if report.results:
         parts.append(f"Seed {report.seed}: grading again with --seed {report.seed} reproduces "
                      "this run.")
