@@ -1,11 +1,12 @@
 """`gradcheck grade SUBMISSION --watch`: grade again whenever the submission changes, and say what
 changed since the last grading ("+3 points: op-mul now passes").
 
-One process does every grading, with torch and jax imported once (`warm_up`), so a grading
-after a save costs the worker's and the oracles' work, not their imports: the oracles then run
-in this process's threads instead of a helper process that would import jax each time. Every
-grading uses the first one's seed, so that a change in points is a change in the submission,
-never in the sampled points. The submission's files (its module, or every .py file of its
+One process does every grading, with torch and jax imported once (`warm_up`): the first
+grading runs the oracles in this process's threads (not in a helper process that would import
+jax each time); then an answer key of the bank at that grading's seed is built in memory, and
+every later grading takes torch's and jax's answers from it, so that a grading after a save
+costs only the submission's own work. Every grading uses the first one's seed, so that a change
+in points is a change in the submission, never in the sampled points. The submission's files (its module, or every .py file of its
 package) and the exercise files are polled: a poll of a few files' times costs nothing, and no
 platform-specific notifier is needed.
 """
@@ -56,13 +57,13 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
     """Grade now, then again after every change, until Ctrl-C (which `gradcheck` turns into its
     exit status 130)."""
     submission = resolve_submission(args.submission)
+    seen = _snapshot(submission, chosen)  # before grading: a save meanwhile is graded next
     report = grade(bank, args.seed, args.key)
     seed = report.seed if report is not None else args.seed
     with tempfile.TemporaryDirectory(prefix="gradcheck-watch-") as folder:
         oracles = set(args.oracles or ("torch", "jax"))
         key = args.key or (_key(bank, seed, Path(folder) / "key.json", out)
                            if oracles & {"torch", "jax"} else None)
-        seen = _snapshot(submission, chosen)
         while True:
             _say(out, f"watching {args.submission} for changes (Ctrl-C stops)")
             seen, changed = _wait_for_change(submission, chosen, seen)
