@@ -66,7 +66,7 @@ def document(results: dict) -> dict:
 
 def test_the_subset_has_every_kind_of_check():
     kinds = {kind for path in SUBSET for kind in load_exercise(path).checks.present()}
-    assert kinds == {"gradients", "sampled", "answers", "graph", "behaviour"}
+    assert kinds == {"gradients", "sampled", "answers", "graph", "behaviour", "random_programs"}
     assert len(SUBSET) <= 8
 
 

@@ -256,7 +256,7 @@ def test_missing_keys_and_no_checks(tmp_path):
     assert _problems(tmp_path, text) == [
         "1: points: the key 'points' is required here; add it",
         "10: checks: add at least one check: gradients, sampled, answers, graph, behaviour, "
-        "hessian"]
+        "hessian, random_programs"]
 
 
 def test_empty_and_non_mapping_files(tmp_path):

@@ -40,7 +40,7 @@ from gradcheck.bank.sampling import Sampling
 from gradcheck.bank.tolerances import Tolerance as Closeness
 from gradcheck.bank.tolerances import Tolerances
 from gradcheck.program.language import MAX_VECTOR, Program, parse, remember
-from gradcheck.program.ops import Interval
+from gradcheck.program.ops import OPS, Interval
 from gradcheck.program.session import ACTIONS, EXPECT_KINDS, GRAD_FIELDS, WARNINGS
 
 SUFFIX = ".exercise.yaml"
@@ -465,6 +465,28 @@ class BehaviourCheck(_Check):
     """The session, after the program has run once on fresh leaves."""
 
 
+#: An operation of the table (gradcheck/program/ops.py), by name.
+OpName = Literal[tuple(OPS)]  # type: ignore[valid-type]
+
+
+class RandomProgramsCheck(_Check):
+    """Gradients of whole programs hypothesis draws from the table of operations, different with
+    each grading seed (gradcheck/bank/random_programs.py); a failure shows the smallest program
+    found. The exercise's own program and inputs play no part in it."""
+
+    ops: list[OpName] = Field(default_factory=lambda: list(OPS), min_length=1)
+    """The operations the programs are drawn from (default: all of them)."""
+    count: int = Field(30, ge=1, le=1000)
+    """How many programs."""
+    max_operations: int = Field(6, ge=1, le=20)
+    """Operations per program at most."""
+    oracles: list[Oracle] = Field(["fd", "torch"], min_length=1)
+    """Which oracles the submission is compared with when grading live (default fd and torch:
+    jax would be imported and compiled in the grader for programs drawn there). Grading with an
+    answer key, which cannot hold answers for programs drawn later, compares with finite
+    differences and the reference engine."""
+
+
 class Checks(_Model):
     """What is graded; each check present is one graded item."""
 
@@ -480,6 +502,8 @@ class Checks(_Model):
     """A session of backward passes and grad handling."""
     hessian: HessianCheck | None = None
     """Second derivatives (the Hessian, or a Hessian-vector product)."""
+    random_programs: RandomProgramsCheck | None = None
+    """Random programs, drawn anew with each grading seed."""
 
     @model_validator(mode="after")
     def _some(self) -> Checks:

@@ -181,7 +181,9 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
     for number, exercise in enumerate(bank.exercises):
         checks: dict[str, Any] = {}
         for name in score.check_points(exercise):
-            if name == "hessian":  # second order is graded live (docs/grading.md)
+            # second order is graded live, random programs are drawn while grading
+            # (docs/grading.md): nothing to keep for either
+            if name in ("hessian", "random_programs"):
                 continue
             if name in ("graph", "behaviour"):
                 request = torch_request(exercise, name, sample_seed(seed, exercise.id))

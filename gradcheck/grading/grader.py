@@ -240,9 +240,36 @@ class Grader:
                                    jax_ahead)
         if name == "hessian":
             return self._hessian(exercise, budget)
+        if name == "random_programs":
+            return self._random_programs(exercise, budget)
         verdict = verdicts.graph if name == "graph" else _behaviour_verdict
         return self._against_torch(exercise, torch_request(
             exercise, name, sample_seed(self.seed, exercise.id)), budget, verdict)
+
+    def _random_programs(self, exercise: Exercise, budget: _Budget) -> Outcome:
+        """Programs drawn from this run's seed, graded as a sampled check: live against the
+        check's oracles; with an answer key against finite differences and the reference
+        engine (a key cannot hold answers to programs drawn later)."""
+        from gradcheck.grading import fuzzing  # hypothesis, only for the exercises that ask
+
+        check = exercise.checks.random_programs
+        wanted = (fuzzing.KEYED if self.key is not None
+                  else fuzzing.available(self._wanted(exercise, "random_programs")))
+        if not wanted:
+            return "skipped", "skipped: no oracle was asked", []
+        result = fuzzing.search(lambda request: self._ask(exercise, request, budget),
+                                at_seed=sample_seed(self.seed, exercise.id),
+                                examples=check.count, ops=check.ops,
+                                max_operations=check.max_operations, max_steps=0,
+                                oracles=wanted, tolerance=exercise.tolerance.pair())
+        notes = [f"compared with {result.oracle_text}"]
+        if result.found is not None:
+            return "failed", _with_hint(result.found.describe(), exercise), notes
+        if result.stopped:
+            return "failed", (f"timed out: {result.stopped}, after {result.examples} of "
+                              f"{check.count} random programs"), notes
+        return "passed", (f"all {result.examples} random programs match "
+                          f"{result.oracle_text}"), notes
 
     def _wanted(self, exercise: Exercise, name: str) -> list[str]:
         """The oracles a gradient check is graded against in this run."""
@@ -549,6 +576,7 @@ CHECK_TITLES = {
     "graph": "the graph (grad_fn, leaves)",
     "behaviour": "autograd behaviour, step by step",
     "hessian": "second derivatives (double backward)",
+    "random_programs": "random programs",
 }
 
 
