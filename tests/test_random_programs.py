@@ -198,3 +198,75 @@ def test_fuzz_exits_2_on_a_usage_error_or_an_engine_that_cannot_be_loaded(tmp_pa
     broken.write_text("raise ImportError('no engine here')\n")
     run = gradcheck("fuzz", broken, "--examples", 5)
     assert run.returncode == 2 and "no engine here" in run.stderr
+
+
+# --- the check kind ------------------------------------------------------------------------------
+
+EXERCISE = """\
+id: mixed
+title: Mixed
+topic: t
+points: 2
+inputs:
+  x: {value: 0.5}
+program: |
+  z = x * x + x.tanh()
+checks:
+  gradients: {}
+  random_programs: {ops: [add, mul, exp, tanh], count: 20, max_operations: 3}
+"""
+
+
+@pytest.fixture
+def mixed_bank(tmp_path):
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    (folder / "mixed.exercise.yaml").write_text(EXERCISE)
+    return folder
+
+
+def graded(submission, bank, **options):
+    from gradcheck.bank.loader import load_bank
+    from gradcheck.grading.grader import Grader
+
+    with Grader(submission, **options) as grader:
+        results = grader.grade_bank(load_bank([bank])).results
+    return {result.check: result for result in results}
+
+
+def mutant_file(tmp_path, name):
+    path = tmp_path / f"{name}.py"
+    path.write_text(mutate(SOURCE, MUTANTS[name]))
+    return path
+
+
+def test_programs_differ_with_the_seed_and_repeat_with_it():
+    first, again, other = (domains.draw(programs(), 10, s) for s in (5, 5, 6))
+    assert [d.source for d in first] == [d.source for d in again]
+    assert [d.source for d in first] != [d.source for d in other]
+
+
+@pytest.mark.slow
+def test_the_check_passes_the_reference_and_shows_a_mutant_its_shrunk_program(tmp_path,
+                                                                              mixed_bank):
+    assert graded("reference", mixed_bank, seed=3)["random_programs"].status == "passed"
+    result = graded(mutant_file(tmp_path, "tanh-forgets-square"), mixed_bank, seed=3)
+    check = result["random_programs"]
+    assert check.status == "failed" and result["gradients"].status == "failed"
+    assert check.message.startswith("The smallest program found")
+    assert "    a = x.tanh()\n" in check.message and "torch" in check.message
+
+
+@pytest.mark.slow
+def test_with_an_answer_key_the_check_uses_finite_differences_and_the_reference(tmp_path,
+                                                                                 mixed_bank):
+    from gradcheck.bank.loader import load_bank
+    from gradcheck.grading import answer_key
+
+    key = tmp_path / "key.json"
+    answer_key.build(load_bank([mixed_bank]), 4, key)
+    assert graded("reference", mixed_bank, key=key)["random_programs"].status == "passed"
+    check = graded(mutant_file(tmp_path, "mul-own-operand"), mixed_bank,
+                   key=key)["random_programs"]
+    assert check.status == "failed" and "the reference engine" in check.message
+    assert check.author_notes == ["compared with finite differences, the reference engine"]
