@@ -256,20 +256,22 @@ class Grader:
         wanted = (fuzzing.KEYED if self.key is not None
                   else fuzzing.available(self._wanted(exercise, "random_programs")))
         if not wanted:
-            return "skipped", "skipped: no oracle was asked", []
+            return Outcome("skipped", "skipped: no oracle was asked", [])
         result = fuzzing.search(lambda request: self._ask(exercise, request, budget),
                                 at_seed=sample_seed(self.seed, exercise.id),
                                 examples=check.count, ops=check.ops,
                                 max_operations=check.max_operations, max_steps=0,
                                 oracles=wanted, tolerance=exercise.tolerance.pair())
         notes = [f"compared with {result.oracle_text}"]
-        if result.found is not None:
-            return "failed", _with_hint(result.found.describe(), exercise), notes
+        found = result.found
+        if found is not None:
+            return Outcome("failed", _with_hint(found.describe(), exercise), notes,
+                           found.grading.blocked_by if found.grading else "")
         if result.stopped:
-            return "failed", (f"timed out: {result.stopped}, after {result.examples} of "
-                              f"{check.count} random programs"), notes
-        return "passed", (f"all {result.examples} random programs match "
-                          f"{result.oracle_text}"), notes
+            return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
+                                     f"{check.count} random programs", notes)
+        return Outcome("passed", f"all {result.examples} random programs match "
+                                 f"{result.oracle_text}", notes)
 
     def _wanted(self, exercise: Exercise, name: str) -> list[str]:
         """The oracles a gradient check is graded against in this run."""
