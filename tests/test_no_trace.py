@@ -40,6 +40,7 @@ def test_grade_with_jax_validate_and_check_leave_the_folder_as_they_found_it(pla
     here, bank, _, env = places
     for arguments in [("-m", "gradcheck", "grade", "reference", "--exercises", str(bank)),
                       ("-m", "gradcheck", "validate", str(bank)),
+                      ("-m", "gradcheck", "fuzz", "reference", "--examples", "20"),
                       ("-c", "import gradcheck; print(gradcheck.check('y = x * x', "
                              "domains={'x': (-1, 1)}, samples=5))")]:
         done = run(here, env, *arguments)

@@ -138,7 +138,7 @@ def draw(strategy: st.SearchStrategy[Any], count: int, at_seed: int) -> list[Any
     def collect(example: Any) -> None:
         examples.append(example)
 
-    with _cache_outside_cwd():
+    with cache_outside_cwd():
         collect()
     return examples[:count]
 
@@ -151,7 +151,7 @@ def cache_dir() -> Path:
 
 
 @contextmanager
-def _cache_outside_cwd() -> Iterator[None]:
+def cache_outside_cwd() -> Iterator[None]:
     """hypothesis writes its cache to `.hypothesis/` in the current folder, so grading a
     student's repository or a course folder would leave one there. While points are drawn, its
     home is gradcheck's cache folder instead, unless the user chose one (the

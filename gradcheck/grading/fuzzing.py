@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
 from gradcheck import oracles as oracle_modules
 from gradcheck.bank import bundled
+from gradcheck.bank.domains import cache_outside_cwd
 from gradcheck.bank.models import Step
 from gradcheck.bank.random_programs import Drawn, Session, sessions, smaller
 from gradcheck.bank.tolerances import Tolerances
@@ -148,7 +149,8 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
             raise _Differs
 
     try:
-        attempt()
+        with cache_outside_cwd():
+            attempt()
     except _Differs:
         pass
     except Exception:  # hypothesis's own complaint (a flaky engine): the findings stand
