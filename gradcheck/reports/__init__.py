@@ -193,6 +193,16 @@ def reproduce_command(report: GradeReport) -> str:
     return shlex.join(["gradcheck", "grade", report.submission, "--seed", str(report.seed)])
 
 
+def withheld_note(report: GradeReport, show_hidden: bool = False) -> str:
+    """One sentence for the failed checks whose details are not shown, instead of a line each,
+    or ''."""
+    count = sum(not details_shown(r, show_hidden) for r in failures(report))
+    if not count:
+        return ""
+    return (f"{count} failed {'check belongs' if count == 1 else 'checks belong'} to exercises "
+            "whose details are not shown.")
+
+
 def failures(report: GradeReport) -> list[CheckResult]:
     """The checks that failed or could not run, in the report's order."""
     return [r for r in report.results if r.status in ("failed", "error")]

@@ -31,12 +31,13 @@ from gradcheck.reports import (
     by_module,
     details_shown,
     exercise_place,
+    explain,
+    graph_picture,
     points,
     reproduce_command,
     root_causes,
     shown_output,
 )
-from gradcheck.reports import explain, graph_picture
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em;

@@ -20,6 +20,7 @@ from gradcheck.reports import (
     root_causes,
     shown_message,
     shown_output,
+    withheld_note,
 )
 
 _MARKS = {"passed": "✅", "partial": "🟡", "failed": "❌"}
@@ -53,14 +54,18 @@ def render_markdown(report: GradeReport, *, show_hidden: bool = False, command: 
                   f"{_MARKS[e.status]} {e.status} |" for e in module.exercises]
     lines.append(f"| **Total** | **{points(report.score)} / {points(report.max_score)}** | |")
     grouped = {id(r) for cause in causes for r in cause.checks}
-    alone = [r for r in failures(report) if id(r) not in grouped]
-    if alone:
+    alone = [r for r in failures(report)
+             if id(r) not in grouped and details_shown(r, show_hidden)]
+    note = withheld_note(report, show_hidden)
+    if alone or note:
         lines += ["", "### Failed checks", ""]
     for r in alone:
-        place = exercise_place(r) if details_shown(r, show_hidden) else ""
+        place = exercise_place(r)
         lines += _fold(f"<code>{html.escape(r.name)}</code> {html.escape(r.title)}"
                        + (f" (<code>{html.escape(place)}</code>)" if place else ""),
                        shown_message(r, show_hidden))
+    if note:
+        lines += [note, ""]
     output = shown_output(report, show_hidden)
     if output:
         lines += _fold("What the submission printed", output)

@@ -17,6 +17,7 @@ from gradcheck.reports import (
     root_causes,
     shown_message,
     shown_output,
+    withheld_note,
 )
 
 _COLOURS = {"passed": "32", "partial": "33", "failed": "31"}  # green, yellow, red
@@ -87,10 +88,9 @@ def render_terminal(report: GradeReport, *, colour: bool = False, show_hidden: b
               + f"  ({_count(len(by_exercise(report)), 'exercise')} in "
                 f"{_count(len(modules), 'module')}, seed {report.seed}, "
                 f"{report.duration:.1f} s)"]
-    hidden = sum(not details_shown(r, show_hidden) for r in failed)
-    if hidden:
-        checks = "check belongs" if hidden == 1 else "checks belong"
-        lines.append(f"{hidden} failed {checks} to exercises whose details are not shown.")
+    note = withheld_note(report, show_hidden)
+    if note:
+        lines.append(note)
     lines.append(f"Reproduce: {command or reproduce_command(report)}")
     return "\n".join(lines) + "\n"
 
