@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gradcheck.bank.bundled import bank_dir
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.score import check_points
 from gradcheck.reports import points, shown_message
@@ -37,7 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "or 'torch'; without it gradcheck collects nothing")
     group.addoption("--exercises", metavar="DIR", action="append", default=[],
                     help="exercise files or folders, exercise ids or module names to grade "
-                         "(repeatable; default without test paths: the bundled bank)")
+                         "(repeatable; default without test paths: the course's bank, named by "
+                         "gradcheck.toml here or above, else the bundled bank)")
     group.addoption("--results-json", metavar="FILE",
                     help="write Gradescope's results.json here (rewritten after each exercise)")
     group.addoption("--gradcheck-seed", metavar="N", type=int,
@@ -54,19 +54,29 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     exercises = config.getoption("exercises")
     if exercises or config.args_source != pytest.Config.ArgsSource.ARGS:
-        # Grade what --exercises names (paths, exercise ids, modules), else the bundled bank,
-        # instead of the configured testpaths. pytest's own -k selects by id already: an
-        # exercise file's node name holds its id.
+        # Grade what --exercises names (paths, exercise ids, modules), else the bank of the
+        # course pytest runs in (gradcheck.toml), else the bundled bank, instead of the
+        # configured testpaths. pytest's own -k selects by id already: an exercise file's node
+        # name holds its id.
         from gradcheck.bank import selection  # the loader, for grading runs only
+        from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
+        from gradcheck.bank.loader import exercise_files
 
         try:
-            chosen = selection.selection(exercises, None, bank_dir)
+            course = find_course(config.invocation_params.dir)
+            chosen = selection.selection(exercises, None, lambda: bank_default(course))
             files = chosen.files() if chosen.narrowed else chosen.paths
-        except selection.SelectionError as error:
+        except (CourseFileError, selection.SelectionError) as error:
             raise pytest.UsageError(str(error)) from None
+        config.stash[_BANK] = describe(chosen.paths, len(exercise_files(files)), course)
         explicit = config.args if config.args_source == pytest.Config.ArgsSource.ARGS else []
         config.args = [*explicit, *map(str, files)]
     config.stash[_SESSION] = GradingSession(config)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Which bank a grading run reads, when pytest was not given its files."""
+    return config.stash.get(_BANK, None)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -150,6 +160,8 @@ class GradingSession:
 
 
 _SESSION = pytest.StashKey[GradingSession]()
+#: the line that names the bank a grading run reads (for pytest's header)
+_BANK = pytest.StashKey[str]()
 
 
 class CheckFailed(Exception):

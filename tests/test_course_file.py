@@ -155,3 +155,14 @@ def test_explain_finds_exercises_by_id_in_the_course_bank(course):
     assert done.returncode == 2
     assert (f"no exercise 'relu-kink-torch' in the course's bank {course / 'exercises'}; its "
             "exercises are chain-rule-z") in done.stderr
+
+
+@pytest.mark.slow
+def test_the_pytest_plugin_grades_the_course_bank_and_names_it(course):
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "gradcheck.plugin",
+                           "--submission", "reference", "-p", "no:cacheprovider"],
+                          cwd=course / "work", capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert bank_line(course) in done.stdout
+    assert "5 passed" in done.stdout and "chain-rule.exercise.yaml" in done.stdout
