@@ -30,6 +30,11 @@ _TENSOR_1D = ("your engine is missing 1-D tensors: `tensor([...])`, a 1-D tensor
               "supported (making the input v raised TypeError: float() argument must be a "
               "string or a real number, not 'list')")
 _NO_GRAD_YET = ("'Tensor' object has no attribute 'grad'")
+_FLOAT32 = ("your engine seems to compute in float32: every wrong value is within single "
+            "precision's rounding of torch's; the protocol asks for float64 (Python floats)")
+_UNSTEADY = ("your engine is not deterministic: the same backward gave {} and {} for {}; visit "
+             "the nodes in an order that does not change from run to run (not the order of a "
+             "set)")
 
 #: engine -> {exercise id: (score, {check: first line of its message})}
 EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
@@ -108,6 +113,52 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
     },
     # The protocol lets .grad be a number or a list of numbers: nothing is lost.
     "odd_grad_as_float": {},
+    # float32 gradients are a real difference (the protocol asks for float64), but no operation
+    # is blamed: each message says it is the precision.
+    "odd_float32_grads": {
+        "op-pow-tensor": (0.0, {"gradients": _FLOAT32, "sampled": _FLOAT32}),
+        "op-pow-number": (2.0, {"sampled": _FLOAT32}),
+        "op-sub": (1.33, {"sampled": _FLOAT32}),
+        "grad-fn-with-numbers": (1.5, {"gradients": _FLOAT32}),
+        "select-elements": (2.0, {"sampled": _FLOAT32}),
+        "diamond-short-path-first": (1.33, {"gradients": _FLOAT32, "sampled": _FLOAT32}),
+        "op-exp": (0.66, {"gradients": _FLOAT32, "sampled": _FLOAT32}),
+        "sgd-one-weight": (0.0, {
+            "sampled": _FLOAT32, "answers": _FLOAT32,
+            "behaviour": "step 4, `loss.backward()` (sgd-one-weight.exercise.yaml:40): after it, "
+                         f"w.grad is -0.8000000119 in your engine; torch gives -0.8; {_FLOAT32}",
+        }),
+        "grad-fn-binary": (1.0, {"gradients": _FLOAT32}),
+    },
+    # Names are charged by the graph checks only: the behaviour checks about tracking compare
+    # whether a grad_fn is there.
+    "odd_short_names": {
+        **{exercise: (points, {"graph": "a.grad_fn should be 'AddBackward0', as in torch; your "
+                                        "engine gives 'AddBackward'"})
+           for exercise, points in (("grad-fn-with-numbers", 1.5), ("grad-fn-binary", 1.0))},
+    },
+    # Breadth-first adds up (+=) right, and is told its order is at fault, not `=`.
+    "odd_breadth_first": {
+        "diamond-short-path-first": (0.0, {
+            "gradients": "At x=0.5, backward() used the gradient of a before all of it had "
+                         "arrived: a should get the sum of what its 2 consumers pass, "
+                         "-1.96997749, but got 1.0.",
+            "sampled": "At x=…, backward() used the gradient of a before all of it had arrived: "
+                       "a should get the sum of what its … consumers pass, …, but got ….",
+            "answers": "At x=0.0, backward() used the gradient of a before all of it had "
+                       "arrived: a should get the sum of what its 2 consumers pass, 4.0, but got "
+                       "1.0.",
+        }),
+    },
+    # The determinism probe: the same backward asked again gives another answer.
+    "odd_set_order": {
+        "op-sub": (1.33, {"sampled": _UNSTEADY.format("…", "…", "dz/dy at x=…, y=…")}),
+        "diamond-short-path-first": (0.0, {
+            "gradients": _UNSTEADY.format("2.0", "-3.93995498", "dz/dx at x=0.5"),
+            "sampled": _UNSTEADY.format("…", "…", "dz/dx at x=…"),
+            "answers": _UNSTEADY.format("8.0", "2.0", "dz/dx at x=0.0"),
+        }),
+    },
 }
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(\.\d+)?(e[-+]?\d+)?(?![\w-]|\.\d)")

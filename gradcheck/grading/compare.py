@@ -294,6 +294,8 @@ class Grading:
     blocked_by: str = ""
     #: no gradient at any point could be graded: such a check proves nothing, and scores 0
     nothing_graded: bool = False
+    #: every wrong value is within single precision's rounding of the right one
+    float32: bool = False
 
     @property
     def passed(self) -> bool:
@@ -345,10 +347,31 @@ def grade(program: Program, points: Any, requires_grad: Sequence[str],
     dropped = [d for d in disagreements if d.graded_by is None]
     message = (_nothing_graded(agreement, dropped) if nothing and first is None
                else _student_message(agreement, verdicts, mismatches, use, dropped))
+    single = bool(mismatches) and not answers.errors and all(
+        single_precision(m.found, m.expected) for m in mismatches)
+    if single:
+        message = f"{FLOAT32}\n{message}"
     return Grading(verdicts, message, _author_notes(agreement, disagreements, answers.errors,
                                                     graded),
                    mismatches, disagreements, use.piece if use and use.missing else "",
-                   nothing and first is None)
+                   nothing and first is None, single)
+
+
+#: what an engine that stores or computes in single precision is told, instead of blaming an
+#: operation whose backward passes exactly torch's value
+FLOAT32 = ("your engine seems to compute in float32: every wrong value is within single "
+           "precision's rounding of torch's; the protocol asks for float64 (Python floats)")
+
+
+def single_precision(found: float | None, expected: float | None) -> bool:
+    """`found` is a float32 (it survives the round trip) within float32's rounding of
+    `expected`, a float64 that is not one."""
+    if found is None or expected is None or not (math.isfinite(found)
+                                                 and math.isfinite(expected)):
+        return False
+    as32 = float(np.float32(found))
+    return (as32 == found and found != expected and float(np.float32(expected)) != expected
+            and abs(found - expected) <= 1e-6 * abs(expected))
 
 
 class _Answers:

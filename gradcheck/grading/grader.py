@@ -42,6 +42,7 @@ from gradcheck.grading import (
     score,
     verdicts,
 )
+from gradcheck.grading.chain_rule import number_text
 from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.workers import Workers, details_shown
@@ -358,12 +359,18 @@ class Grader:
                           budget)
         if isinstance(reply, Failure):
             return Outcome("failed", reply.message, [])
+        unsteady = self._nondeterminism(exercise, points[0], reply["results"][0], budget)
         grading = compare.grade(program, points, exercise.grad_names, expected.result(),
                                 reply["results"], exercise.tolerance.pair(), exercise.convention)
+        if unsteady:
+            return Outcome("failed", _with_hint(f"{unsteady}\n{grading.message}", exercise),
+                           grading.author_notes)
         if grading.count("skipped") == len(points) or grading.nothing_graded:
             return Outcome("skipped", grading.message, grading.author_notes)
         if grading.passed:
             return Outcome("passed", grading.message, grading.author_notes)
+        if grading.float32:  # no operation is at fault: the precision is
+            return Outcome("failed", _with_hint(grading.message, exercise), grading.author_notes)
         spare = _Budget(budget.seconds)
         message, self._detail = localise.diagnose(
                                     grading, program, points, exercise.grad_names,
@@ -510,6 +517,31 @@ class Grader:
             return dataclasses.replace(reply, message=f"timed out after {budget.seconds:g} s "
                                                       f"{where}")
         return reply
+
+    def _nondeterminism(self, exercise: Exercise, point: dict[str, Any], first: Any,
+                        budget: _Budget) -> str:
+        """The determinism probe (like torch's reentrancy check, with nondet_tol 0): the same
+        backward at the check's first point, twice more, must give the same numbers as the
+        first time; else a sentence saying what it gave. Its time is not the check's."""
+        again = self._ask(exercise, {"kind": "gradients", "program": exercise.program.spec(),
+                                     "points": [point, point],
+                                     "requires_grad": exercise.grad_names},
+                          _Budget(budget.seconds))
+        if isinstance(again, Failure) or first.get("error"):
+            return ""
+        out = exercise.program.output_name
+        for result in again["results"]:
+            if result.get("error"):
+                continue
+            for name in exercise.grad_names:
+                seen = [first["grads"].get(name), result["grads"].get(name)]
+                if seen[0] != seen[1]:
+                    shown = " and ".join(number_text(v) for v in seen)
+                    at = ", ".join(f"{n}={compare.exact_text(v)}" for n, v in point.items())
+                    return (f"your engine is not deterministic: the same backward gave {shown} "
+                            f"for d{out}/d{name} at {at}; visit the nodes in an order that does "
+                            "not change from run to run (not the order of a set)")
+        return ""
 
     def _absent_higher_order(self, exercise: Exercise, check: str, budget: _Budget
                              ) -> tuple[str, str]:

@@ -172,7 +172,7 @@ def _blame(w: Walk, i: int, got: Any, ask: Ask, tol: Tolerance) -> Finding | Non
             "reverse topological order (every consumer of a node before the node), each once."]),
             e.arg)
     if all((c, e.slot) in alone for c, e in edges):
-        return _not_added(w, i, got, edges, tol)
+        return _not_added(w, i, got, edges, ask, tol)
     return None
 
 
@@ -229,7 +229,23 @@ def _wrong_edge(w: Walk, c: int, e: Edge, passed: Any, kind: str) -> Finding:
     return Finding(kind, c, "\n".join(lines), e.arg)
 
 
-def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]],
+#: A value used twice by consumers at the same depth: a breadth-first backward() gets it right,
+#: one that replaces (=) instead of adding (+=) does not. dz/dx = 1.5 * (2 + 3).
+_TWO_USES = ("a = x * 1.5\nz = a * 2 + a * 3", 7.5)
+
+
+def _adds_up(ask: Ask) -> bool:
+    """Whether the submission adds up the gradients of a value used twice when both of its
+    consumers run before it (`_TWO_USES`)."""
+    source, right = _TWO_USES
+    reply = ask({"kind": "gradients", "program": parse(source, {"x": None}).spec(),
+                 "points": [{"x": 1.0}], "requires_grad": ["x"]})
+    if not isinstance(reply, dict) or reply["results"][0]["error"]:
+        return False
+    return reply["results"][0]["grads"]["x"] == right
+
+
+def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]], ask: Ask,
                tol: Tolerance) -> Finding:
     label = w.label(i)
     shown, want = _pair(got, w.grads[i])
@@ -237,6 +253,17 @@ def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]],
              for c, e in edges]
     only = [c for c, e in edges if same_numbers(got, e.passed, tol)]
     tail = f"; {shown} is only what `{w.node(only[0]).text}` passed" if only else ""
+    if _adds_up(ask):
+        return Finding("order", i, "\n".join([
+            f"{_at(w)}backward() used the gradient of {label} before all of it had arrived: "
+            f"{label} should get the sum of what its {len(edges)} consumers pass, {want}, but "
+            f"got {shown}.",
+            f"{'; '.join(parts)}, and each of these operations is right on its own{tail}. "
+            "backward() does add up (+=) the gradients of a value whose consumers all run "
+            f"first (checked on `{_TWO_USES[0].replace(chr(10), '; ')}`), so the order is at "
+            "fault: visit the nodes in reverse topological order (every consumer of a node "
+            "before the node), each once; a breadth-first walk from the output is not such an "
+            "order."]))
     return Finding("accumulate", i, "\n".join([
         f"{_at(w)}backward() did not add up the {len(edges)} gradients that reach {label}: "
         f"{label} should get their sum, {want}, but got {shown}.",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
+import numpy as np
+
 from gradcheck.bank.models import Exercise, Step
 from gradcheck.grading import compare, localise, uses
 from gradcheck.grading.chain_rule import number_text, pair_text
@@ -73,8 +75,12 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
             expected, seen = want["observed"].get(item), got["observed"].get(item)
             if not _close(seen, expected, tolerance):
                 seen_text, expected_text = _shown(seen, expected)
+                single = (f"; {compare.FLOAT32}" if _numeric(seen) and _numeric(expected)
+                          and all(compare.single_precision(f, e) for f, e in
+                                  zip(np.ravel(seen).tolist(), np.ravel(expected).tolist())
+                                  if f != e) else "")
                 return Verdict(f"{where}: after it, {localise.observation_name(item)} is "
-                               f"{seen_text} in your engine; torch gives {expected_text}")
+                               f"{seen_text} in your engine; torch gives {expected_text}{single}")
     return Verdict("")
 
 
