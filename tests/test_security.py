@@ -5,8 +5,10 @@ import json
 import math
 import os
 import signal
+import subprocess
 import stat
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +68,7 @@ def test_constants_fold_without_numpy_to_what_numpy_gives(name, a, b):
 from gradcheck import oracles  # noqa: E402
 from gradcheck.bank import bundled  # noqa: E402
 from gradcheck.bank.loader import load_bank  # noqa: E402
-from gradcheck.engine import handler, torch_engine, wire  # noqa: E402
+from gradcheck.engine import census, handler, torch_engine, wire  # noqa: E402
 from gradcheck.engine.sandbox import signal_name  # noqa: E402
 from gradcheck.grading import compare, grader, localise, verdicts  # noqa: E402
 from gradcheck.grading.chain_rule import trace_request  # noqa: E402
@@ -306,7 +308,7 @@ def test_a_worker_killed_by_any_signal_fails_its_request_by_name(tmp_path):
 # --- hidden exercises -------------------------------------------------------------------------
 
 from gradcheck import cli  # noqa: E402
-from another_user import PYTHON, UID, as_another_user  # noqa: E402
+from another_user import PYTHON, UID, as_another_user, open_folder  # noqa: E402,F401
 
 _EXERCISE = """id: {id}
 title: {id}
@@ -458,6 +460,7 @@ from gradcheck.reports.gradescope import results_json  # noqa: E402
 
 _LOUD = """
 import sys
+import time
 sys.path.append({engines!r})
 import gradcheck.engine.handler as handler
 from tiny import Tensor, no_grad, tensor
@@ -499,3 +502,134 @@ def test_results_json_stays_within_a_megabyte_whatever_the_checks_say():
                     max_score=1.0, status="failed", message=long) for i in range(2000)])
     text = json.dumps(results_json(report))
     assert len(text.encode()) < 1_000_000
+
+
+# --- escaped processes -------------------------------------------------------------------------
+
+from processes import alive, gone_within  # noqa: E402
+
+_ESCAPER = """
+import os, sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+
+def backward(self, *args, **kwargs):
+    child = os.fork()
+    if child == 0:
+        os.setsid()  # a session of its own; its parent, the worker, exits before it
+        with open({pidfile!r}, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(60)
+        os._exit(0)
+    while not os.path.exists({pidfile!r}):
+        time.sleep(0.001)
+    os._exit(3)
+
+
+Tensor.backward = backward
+"""
+
+
+def _escaper(tmp_path: Path) -> tuple[Path, Path]:
+    pidfile = tmp_path / "escaped.pid"
+    submission = tmp_path / "escaper.py"
+    submission.write_text(_ESCAPER.format(engines=str(ENGINES), pidfile=str(pidfile)))
+    return submission, pidfile
+
+
+def _escaped(pidfile: Path) -> int:
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text():
+            return int(pidfile.read_text())
+        time.sleep(0.01)
+    raise AssertionError("the engine's child never started")
+
+
+def test_a_child_that_outlives_its_worker_comes_back_to_the_grader_and_is_killed(tmp_path):
+    """setsid(), then the worker exits first: the child is no longer in the worker's session
+    or tree; the grader, a child subreaper, adopts it and kills it."""
+    submission, pidfile = _escaper(tmp_path)
+    with Worker(submission, import_timeout=10) as worker:
+        reply = worker.request(ONE_POINT, timeout=5)
+        assert reply.kind == "exit"
+        escaped = _escaped(pidfile)
+        assert gone_within(escaped, 2)
+        assert not [pid for pid in census.adopted(0) if alive(pid)]
+
+
+@as_another_user
+def test_no_process_of_a_worker_user_outlives_its_worker(tmp_path, open_folder):
+    """As a user of its own, every process of that uid is killed before the uid serves
+    anyone else: a daemon that escaped even the grader's census does not survive."""
+    submission, pidfile = _escaper(open_folder)
+    pidfile.parent.chmod(0o777)
+    with Worker(submission, import_timeout=10, python=PYTHON, user=UID) as worker:
+        assert worker.request(ONE_POINT, timeout=5).kind == "exit"
+        assert gone_within(_escaped(pidfile), 2)
+    assert census.processes_of(UID) == set()
+    # a process of that uid left by someone else (a grader killed before its end) is killed
+    # before a worker of that uid starts
+    import subprocess
+    stray = subprocess.Popen(["sleep", "60"], user=UID, group=UID, extra_groups=[])
+    try:
+        with Worker(ENGINES / "tiny.py", import_timeout=10, python=PYTHON, user=UID) as worker:
+            assert not isinstance(worker.request(ONE_POINT, timeout=5), Failure)
+            assert stray.wait(timeout=2) == -signal.SIGKILL
+    finally:
+        stray.kill()
+
+
+_SABOTEUR = """
+import os, signal, sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+
+def backward(self, *args, **kwargs):
+    if os.fork() == 0:  # a daemon that outlives the worker, then kills all of its uid
+        os.setsid()
+        time.sleep(0.5)
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            try:
+                os.kill(-1, signal.SIGKILL)  # every process of this uid but itself
+            except OSError:
+                pass
+            time.sleep(0.01)
+        os._exit(0)
+    os._exit(3)
+
+
+Tensor.backward = backward
+"""
+
+
+@as_another_user
+@pytest.mark.slow
+def test_a_batch_never_lends_a_uid_to_the_next_submission_while_anything_of_it_runs(
+        open_folder):
+    """grade-batch -j 1 --worker-user UID: a submission leaves a daemon that kills every
+    process of its uid; the next submission, graded as the same uid, still earns every
+    point."""
+    from grading_samples import write_bank
+
+    from gradcheck.grading import answer_key
+
+    bank = write_bank(open_folder / "bank")
+    key = open_folder / "key.json"
+    answer_key.build(load_bank(bank), 5, key)
+    folder = open_folder / "submissions"
+    folder.mkdir()
+    (folder / "a_saboteur.py").write_text(_SABOTEUR.format(engines=str(ENGINES)))
+    (folder / "b_honest.py").write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
+                                        "from tiny import *\n")
+    out = open_folder / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "--out", str(out), "-j",
+         "1", "--key", str(key), "--exercises", str(bank), "--worker-user", str(UID),
+         "--worker-python", PYTHON], capture_output=True, text=True, timeout=300)
+    rows = {line.split(",")[0]: line.split(",")
+            for line in (out / "gradebook.csv").read_text().splitlines()[1:]}
+    assert rows["b_honest.py"][1] == rows["b_honest.py"][2], (rows, done.stderr)
+    assert census.processes_of(UID) == set()

@@ -52,6 +52,7 @@ from gradcheck.course.slots import (
     bank_digest,
     file_digest,
 )
+from gradcheck.engine import census
 from gradcheck.engine.sandbox import preflight
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import DEFAULT_TOTAL_TIMEOUT, GraderError
@@ -151,6 +152,10 @@ def _grade_here(entries: list[Path], out: Path, options: Options, max_score: flo
             row = servers[slot].grade(entry, out / entry.name, max_score, options, user)
             return Stamp(row, *digests, seed=options.seed)
         finally:
+            # the slot's uid serves the next submission only once nothing of it runs
+            if worker_user is not None and not census.kill_user(worker_user + slot):
+                print(f"warning: processes of uid {worker_user + slot} survive SIGKILL",
+                      file=sys.stderr)
             free.put(slot)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -55,12 +55,9 @@ def members(session: int, roots: set[int] = frozenset(),
     for name in (os.listdir("/proc") if among is None else map(str, among)):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-        except OSError:  # it exited meanwhile
+        fields = _stat(int(name))
+        if fields is None:  # it exited meanwhile
             continue
-        fields = data[data.rindex(b")") + 2:].split()
         if fields[0] != b"Z":  # zombies hold no memory and run nothing
             stats[int(name)] = (int(fields[1]), int(fields[3]), int(fields[17]),
                                 int(fields[21]) * _PAGE)
@@ -92,14 +89,59 @@ def uses_more_than(members: list[tuple[int, int, int]], limit: int) -> bool:
     return total > limit
 
 
-def kill_all(session: int) -> None:
-    """Stop every process of the worker's session and its descendants, until no new one
-    appears (a stopped process cannot fork, and a stopped parent keeps its children findable
-    even after they leave the session), then kill them all. A process orphaned by a double
-    fork is found too: the worker is a child subreaper, so such orphans become its children."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command's name (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2:].split()
+
+
+def start_time(pid: int) -> int:
+    """When `pid` started, in clock ticks since boot (0 if it is gone)."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields else 0
+
+
+def adopted(since: int, exclude: Iterable[int] = ()) -> set[int]:
+    """The processes this one adopted as a child subreaper: its children outside its own
+    session that started at `since` or later, but for `exclude` (the workers it started
+    itself, in sessions of their own). An orphan of a worker that died first (a child that
+    called setsid(), then its parent exited) comes back here instead of to init; this finds it,
+    dead or alive, and its descendants are found through it."""
+    me, mine, own = os.getpid(), os.getsid(0), set(exclude)
+    found = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in own:
+            continue
+        fields = _stat(int(name))
+        if (fields is not None and int(fields[1]) == me and int(fields[3]) != mine
+                and int(fields[19]) >= since):
+            found.add(int(name))
+    return found
+
+
+def reap(pids: Iterable[int]) -> None:
+    """Collect the exit status of those of `pids` that are this process's dead children, so
+    that adopted orphans leave no zombie."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def kill_all(session: int, more: Callable[[], set[int]] = set) -> None:
+    """Stop every process of the worker's session and its descendants, and of `more()` (asked
+    again on every round: the orphans the grader adopted) and theirs, until no new one appears
+    (a stopped process cannot fork, and a stopped parent keeps its children findable even after
+    they leave the session), then kill them all. A process orphaned by a double fork is found
+    too: the worker is a child subreaper, so such orphans become its children."""
     stopped: set[int] = set()
     for _ in range(1000):
-        new = {pid for pid, *_ in members(session, stopped)} - stopped
+        new = {pid for pid, *_ in members(session, stopped | more())} - stopped
         if not new:
             break
         for pid in new:
@@ -122,12 +164,8 @@ def _wait_for(pids: set[int], done: Callable[[bytes | None], bool]) -> None:
 
 
 def _state(pid: int) -> bytes | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data[data.rindex(b")") + 2:].split()[0]
+    fields = _stat(pid)
+    return fields[0] if fields else None
 
 
 def _signal_quietly(pid: int, signum: int) -> None:
@@ -135,3 +173,44 @@ def _signal_quietly(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
+
+
+def processes_of(uid: int) -> set[int]:
+    """Every live process whose real user is `uid`."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue
+        uids = next((line.split() for line in status.splitlines() if line.startswith(b"Uid:")),
+                    None)
+        state = next((line.split() for line in status.splitlines()
+                      if line.startswith(b"State:")), None)
+        if uids and int(uids[1]) == uid and not (state and state[1] in (b"Z", b"X")):
+            found.add(int(name))
+    return found
+
+
+def kill_user(uid: int) -> bool:
+    """Kill every process of `uid` (the caller must be root), until none is left: from a child
+    that takes that uid, kill(-1, SIGKILL), which reaches all of that user's processes at once,
+    so a fork loop cannot outrun it one pid at a time. Whether none is left."""
+    for _ in range(50):
+        if not processes_of(uid):
+            return True
+        child = os.fork()
+        if child == 0:  # only system calls here: this process has other threads' locks
+            try:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        time.sleep(0.01)
+    return not processes_of(uid)

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from gradcheck.engine import census, handler, run, wire
-from gradcheck.engine.worker import BOOTSTRAP, HEADER, MAX_FRAME, PACKAGE, pack
+from gradcheck.engine.worker import BOOTSTRAP, HEADER, MAX_FRAME, PACKAGE, adopt_orphans, pack
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
 #: crashes in a row after which the worker is not restarted: an engine that crashes on every
@@ -71,6 +71,9 @@ MAX_CRASHES = 3
 _NOT_CRASHES = ("timeout", "import", "crashes", "deadline")
 MAX_DETAIL = 20_000  # characters kept of a traceback (its end) or an exception's message
 _GRADCHECK_DIR = str(Path(__file__).resolve().parent.parent)  # the gradcheck package folder
+#: the workers of this process running now: its children that lead a session of their own on
+#: purpose, never taken for adopted orphans
+_RUNNING: set[int] = set()
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ class Worker:
         self._phase = ""
         self._next_scan = 0.0
         self._census = census.Census()  # the worker's processes, as last found in /proc
+        self._since = 0  # when the running worker started (census.start_time)
 
     def __enter__(self) -> Worker:
         return self
@@ -229,6 +233,11 @@ class Worker:
     # --- starting ----------------------------------------------------------------------------
 
     def _start(self) -> Failure | None:
+        # Orphans of the worker's tree come back to the grader rather than to init, should the
+        # worker die before them, and are killed with the rest (census.adopted).
+        adopt_orphans()
+        if self.user is not None and self.starts == 0:
+            census.kill_user(self.user)  # what a grader killed before its end left behind
         self.starts += 1
         began = time.monotonic()
         parent, child = socket.socketpair()
@@ -247,6 +256,8 @@ class Worker:
             for fd in streams.values():
                 os.close(fd)
         self._sock = parent
+        _RUNNING.add(self._proc.pid)
+        self._since = census.start_time(self._proc.pid)
         self._buffer.clear()
         self._eof = False
         self._phase = "import"
@@ -427,8 +438,13 @@ class Worker:
     def _stop(self) -> int:
         """Kill the worker and everything it started, reap it, keep its output; its exit code."""
         assert self._proc is not None and self._sock is not None
-        census.kill_all(self._proc.pid)
+        orphans = lambda: census.adopted(self._since, _RUNNING)  # noqa: E731
+        census.kill_all(self._proc.pid, orphans)
+        census.reap(orphans())
+        if self.user is not None:  # nothing of that uid outlives its worker, however it hid
+            census.kill_user(self.user)
         code = self._proc.wait()
+        _RUNNING.discard(self._proc.pid)
         self._sock.close()
         self._proc = self._sock = None
         self._census = census.Census()

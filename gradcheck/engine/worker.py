@@ -51,7 +51,7 @@ def main(config_json: str) -> None:
     """Run the worker: limits, import, then one reply per request until the grader hangs up."""
     config = json.loads(config_json)
     die_with_parent(config["parent"])
-    _adopt_orphans()
+    adopt_orphans()
     _apply_limits(config["limits"])
     _forbid(config["forbid"])
     channel = _Channel(config["fd"])
@@ -179,7 +179,7 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _adopt_orphans() -> None:
+def adopt_orphans() -> None:
     """Become a child subreaper: a process the submission daemonises (double fork, setsid) is
     reparented here rather than to init, so the grader still finds it and kills it."""
     import ctypes
