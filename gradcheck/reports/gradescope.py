@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any
 
+from gradcheck.engine.wire import cut
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import (
     MAX_SHOWN,
@@ -30,7 +31,9 @@ UNFINISHED = "Grading did not finish: these are the results so far."
 
 #: characters of all the tests' outputs together: results.json stays about 1 MB at most, what
 #: Gradescope's page shows at ease, whatever the engine said and however many checks there are
-MAX_TESTS_OUTPUT = 600_000
+MAX_TESTS_OUTPUT = 500_000
+#: characters of the top of the page: the import failure, what to fix first, the printed output
+MAX_SUMMARY = 100_000
 
 
 def results_json(report: GradeReport, *, incomplete: str = "") -> dict[str, Any]:
@@ -42,7 +45,7 @@ def results_json(report: GradeReport, *, incomplete: str = "") -> dict[str, Any]
     return {
         "score": report.score,
         "execution_time": round(report.duration, 2),
-        "output": _summary(report, incomplete),
+        "output": cut(_summary(report, incomplete), MAX_SUMMARY),
         "visibility": "visible",
         # The grader's own stdout is a log for the instructor, not feedback.
         "stdout_visibility": "hidden",
