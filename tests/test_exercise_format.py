@@ -336,3 +336,37 @@ def test_generated_exercise_round_trips_through_yaml(tmp_path_factory, data):
     loaded = load_exercise(path)
     assert loaded.model_dump() == exercise.model_dump()
     assert loaded.program.nodes == exercise.program.nodes
+
+
+def test_a_check_s_own_hint_replaces_the_exercise_s(tmp_path):
+    from gradcheck.grading.grader import Grader
+
+    engines = Path(__file__).parent / "engines"
+    path = tmp_path / "hinted.exercise.yaml"
+    path.write_text("""\
+id: hinted
+title: Hints per check
+topic: 01-test
+points: 2
+hint: the exercise's hint
+inputs:
+  x: {value: 2.0}
+program: |
+  z = x * 3
+checks:
+  answers:
+    cases:
+      - grads: {x: 3.0}
+  behaviour:
+    hint: what the behaviour check tests
+    steps:
+      - backward: {}
+        expect: [grad.x]
+""")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(f"import sys\nsys.path.append({str(engines)!r})\nfrom mutant import load\n"
+                     "_engine = load('mul')\ntensor, no_grad = _engine.tensor, _engine.no_grad\n")
+    with Grader(wrong, seed=1, oracles=["torch"]) as grader:
+        results = {r.check: r for r in grader.grade_exercise(load_exercise(path))}
+    assert results["behaviour"].message.endswith("\nHint: what the behaviour check tests")
+    assert results["answers"].message.endswith("\nHint: the exercise's hint")

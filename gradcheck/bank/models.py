@@ -261,6 +261,8 @@ class Tolerance(_Model):
 class _Check(_Model):
     weight: Positive = 1.0
     """Share of the exercise's points, relative to the other checks' weights."""
+    hint: str = ""
+    """Shown when this check fails, instead of the exercise's hint: what this check tests."""
 
 
 class _OracleCheck(_Check):

@@ -119,6 +119,8 @@ class Grader:
         #: what the check being graded leaves for reports besides its message
         #: (CheckResult.detail)
         self._detail: dict[str, Any] = {}
+        #: the check being graded: its hint, if it has one, is shown instead of the exercise's
+        self._check = ""
         #: what `inspect` says the engine lacks of the higher-order protocol, asked once per
         #: worker side (visible, or not)
         self._missing: dict[bool, dict[str, str]] = {}
@@ -171,7 +173,7 @@ class Grader:
         results = []
         for name, max_score in shares.items():
             started = time.monotonic()
-            self._detail = {}
+            self._detail, self._check = {}, name
             absent, blocked_by = self._absent_higher_order(exercise, name, budget)
             try:
                 status, message, notes, blocked_by = (
@@ -266,7 +268,7 @@ class Grader:
         notes = [f"compared with {result.oracle_text}"]
         found = result.found
         if found is not None:
-            return Outcome("failed", _with_hint(found.describe(), exercise), notes,
+            return Outcome("failed", _with_hint(found.describe(), exercise, "random_programs"), notes,
                            found.grading.blocked_by if found.grading else "")
         if result.stopped:
             return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
@@ -363,14 +365,14 @@ class Grader:
         grading = compare.grade(program, points, exercise.grad_names, expected.result(),
                                 reply["results"], exercise.tolerance.pair(), exercise.convention)
         if unsteady:
-            return Outcome("failed", _with_hint(f"{unsteady}\n{grading.message}", exercise),
+            return Outcome("failed", _with_hint(f"{unsteady}\n{grading.message}", exercise, self._check),
                            grading.author_notes)
         if grading.count("skipped") == len(points) or grading.nothing_graded:
             return Outcome("skipped", grading.message, grading.author_notes)
         if grading.passed:
             return Outcome("passed", grading.message, grading.author_notes)
         if grading.float32:  # no operation is at fault: the precision is
-            return Outcome("failed", _with_hint(grading.message, exercise), grading.author_notes)
+            return Outcome("failed", _with_hint(grading.message, exercise, self._check), grading.author_notes)
         spare = _Budget(budget.seconds)
         message, self._detail = localise.diagnose(
                                     grading, program, points, exercise.grad_names,
@@ -381,7 +383,7 @@ class Grader:
                                     # torch's walk from the key where it holds one
                                     None if self.key is None else
                                     lambda index: self.key.walk(exercise, points, index))
-        return Outcome("failed", _with_hint(message, exercise), grading.author_notes,
+        return Outcome("failed", _with_hint(message, exercise, self._check), grading.author_notes,
                        grading.blocked_by)
 
     def _second_order_results(self, exercise: Exercise, points: list[dict[str, Any]],
@@ -431,7 +433,7 @@ class Grader:
                    f"leaves it in x.grad, and d2{out}/d(direction) dy is its derivative with "
                    "respect to y, from a backward of that gradient; direction vector is the "
                    "check's vector, for a Hessian-vector product)")
-        return Outcome("failed", _with_hint(message, exercise), grading.author_notes,
+        return Outcome("failed", _with_hint(message, exercise, self._check), grading.author_notes,
                        grading.blocked_by)
 
     def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
@@ -471,7 +473,7 @@ class Grader:
                 self._detail["steps"] = [
                     localise.step_code(step, exercise.program.output_name)
                     for step in exercise.checks.behaviour.steps]
-            return Outcome("failed", _with_hint(found.message, exercise), [], found.blocked_by)
+            return Outcome("failed", _with_hint(found.message, exercise, self._check), [], found.blocked_by)
         return Outcome("passed", "", [])
 
     def _torch_record(self, exercise: Exercise, request: dict[str, Any]
@@ -633,8 +635,10 @@ def _torch_answer(request: dict[str, Any]) -> dict[str, Any]:
     return handler.handle(torch_engine, request)
 
 
-def _with_hint(message: str, exercise: Exercise) -> str:
-    return f"{message}\nHint: {exercise.hint}" if exercise.hint else message
+def _with_hint(message: str, exercise: Exercise, check: str) -> str:
+    """The message and the check's own hint, or else the exercise's."""
+    hint = getattr(getattr(exercise.checks, check, None), "hint", "") or exercise.hint
+    return f"{message}\nHint: {hint}" if hint else message
 
 
 def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise
