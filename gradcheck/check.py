@@ -55,6 +55,8 @@ class CheckReport:
     seed: int | None = None  # when points were drawn
     #: 2: second derivatives; each row of `points` is then a point and a direction
     order: int = 1
+    #: when the engine failed: the grader's feedback, naming the operation at fault first
+    diagnosis: str = ""
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -91,7 +93,8 @@ class CheckReport:
             failed = self.grading.count("failed")
             lines.append(f"  engine {self.engine}: "
                          + (f"FAILED at {failed} of {n} points" if failed else "passed"))
-            lines.append(f"    {self.grading.message}")
+            for line in (self.diagnosis or self.grading.message).splitlines():
+                lines.append(f"    {line}")
             lines += [f"  note: {note}" for note in self.grading.author_notes
                       if not note.startswith(tuple(self.skipped))]
         else:
@@ -153,7 +156,23 @@ def check(target: str | Callable[..., Any], *,
         replies = run_engine(engine, program, batch, wanted)
         report.grading = grade(program, batch, wanted, results, replies, tolerances, convention)
         report.engine = getattr(engine, "__name__", type(engine).__name__)
+        if not report.grading.passed:
+            report.diagnosis = _diagnosis(engine, program, listed + drawn, wanted,
+                                          report.grading, tolerances)
     return report
+
+
+def _diagnosis(engine: Any, program: Program, points: list[Mapping[str, Any]],
+               wanted: tuple[str, ...], grading: Grading, tolerances: Tolerances) -> str:
+    """The grader's feedback on a failed check: the engine asked in this process (trusted code)
+    through the same requests the worker answers, so the first line names the faulty
+    operation, as `gradcheck grade` does."""
+    from gradcheck.engine import handler
+    from gradcheck.grading import localise
+
+    plain = [{name: _plain_point(p[name]) for name in program.inputs} for p in points]
+    return localise.feedback(grading, program, plain, wanted,
+                             lambda request: handler.handle(engine, request), tolerances.analytic)
 
 
 def _check_second(program: Program, listed: list[Mapping[str, Any]], wanted: tuple[str, ...],

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import gradcheck._reference as reference
 import numpy as np
@@ -304,3 +305,17 @@ def test_a_kink_is_explained_by_its_operation_and_source_position():
     report = gradcheck.check("z = relu(x - 1)", at={"x": 1.0})
     (d,) = report.agreement.disagreements()
     assert d.reason == KINK and "relu in `relu(x - 1)` (line 1, column 5)" in d.detail
+
+
+def test_a_failed_check_with_an_engine_names_the_faulty_operation():
+    sys.path.insert(0, str(Path(__file__).parent / "engines"))
+    try:
+        from mutant import load
+    finally:
+        sys.path.pop(0)
+    report = gradcheck.check("y = x * 3\nz = y.exp() + x", at={"x": 0.5}, engine=load("exp"))
+    assert not report.ok
+    assert report.diagnosis.splitlines()[0] == (
+        "At x=0.5, the backward of `y.exp()` (ExpBackward0, line 2 of the program) passed 1.0 to "
+        "y; it should pass 4.48168907.")
+    assert report.diagnosis.splitlines()[0] in str(report)
