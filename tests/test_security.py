@@ -633,3 +633,37 @@ def test_a_batch_never_lends_a_uid_to_the_next_submission_while_anything_of_it_r
             for line in (out / "gradebook.csv").read_text().splitlines()[1:]}
     assert rows["b_honest.py"][1] == rows["b_honest.py"][2], (rows, done.stderr)
     assert census.processes_of(UID) == set()
+
+
+# --- oracle values never reach the worker -------------------------------------------------------
+
+from gradcheck.bank.tolerances import Tolerance  # noqa: E402
+from gradcheck.grading.chain_rule import walk  # noqa: E402
+
+
+def test_localisation_sends_the_worker_no_gradient_of_torchs():
+    """Run alone, a vector operation gets `probe_gradient`, not torch's gradient there; a
+    correct backward is still judged right (every operation right alone), and the finding is
+    that the gradients were combined wrongly."""
+    program = parse("u = v * w\nt = u.exp() * 3.0\ny = (t * v).sum()", {"v": 3, "w": 3})
+    point = {"v": [0.5, -1.25, 2.0], "w": [1.5, 0.75, -0.5]}
+    truth = walk(program, point, ["v", "w"])
+    asked = []
+
+    def ask(request):
+        asked.append(request)
+        reply = handler.handle(torch_engine, request)
+        if request["kind"] == "trace":  # no retain_grad, and wrong gradients of the inputs
+            for node in reply["nodes"]:
+                node["grad"] = ([2 * g for g in node["grad"]] if node["op"] == "input"
+                                else None)
+        return reply
+
+    finding = localise.locate(program, point, ["v", "w"], ask, Tolerance(1e-9, 1e-9), truth)
+    assert finding is not None and finding.kind == "combine", finding
+    sent = [step["backward"].get("gradient") for request in asked if request["kind"] ==
+            "behaviour" for step in request["steps"]]
+    assert [3] == [len(g) for g in sent if g is not None][:1]
+    oracle = [list(g) for g in truth.grads.values() if isinstance(g, list)]
+    assert sent and not any(g in oracle for g in sent if g is not None)
+    assert all(g is None or g == localise.probe_gradient(len(g)) for g in sent)

@@ -277,8 +277,11 @@ def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]], ask: As
 
 def passed_alone(w: Walk, nodes: Sequence[int], ask: Ask) -> dict[tuple[int, int], Any]:
     """(node, slot) -> what the submission passes along that edge when the operation runs alone
-    on fresh leaves holding torch's operand values, given the node's right gradient. Edges the
-    submission could not run are absent."""
+    on fresh leaves holding the operand values (torch's, which the submission's own agree with
+    by now: a forward finding comes first), given the node's right gradient; edges the
+    submission could not run are absent. The worker never receives that gradient: a scalar
+    operation's backward() starts from 1 and its answer is multiplied here; a vector one's is
+    given `probe_gradient` and its answer brought back to the node's gradient here."""
     nodes = [c for c in nodes if w.edges(c)]
     if not nodes:
         return {}
@@ -296,13 +299,38 @@ def passed_alone(w: Walk, nodes: Sequence[int], ask: Ask) -> dict[tuple[int, int
                 continue
             if seen is not None and w.node(c).size is None:  # backward() gave the local slope
                 seen = (np.asarray(seen, np.float64) * np.asarray(w.grads[c])).tolist()
+            elif seen is not None:
+                seen = _from_probe(w, c, e, seen)
             passed[(c, e.slot)] = seen
     return passed
 
 
+def probe_gradient(size: int) -> list[float]:
+    """The upstream gradient a vector operation run alone is given: every element nonzero and
+    its neighbours different, so it tests a backward rule as well as the node's own gradient
+    would, without sending torch's gradient to the worker (docs/security.md)."""
+    return [float(1 + j % 3) for j in range(size)]
+
+
+def _from_probe(w: Walk, c: int, e: Edge, seen: Any) -> Any:
+    """What the submission passed along edge `e` of vector node `c` given `probe_gradient`,
+    in terms of the node's real gradient: right there exactly when right here. An elementwise
+    operand's element j scales by gradient_j / probe_j; a scalar operand (broadcast over the
+    vector) receives a sum, so its distance from the right sum is kept."""
+    probe = np.asarray(probe_gradient(len(w.grads[c])), np.float64)
+    grad, slope = np.asarray(w.grads[c], np.float64), np.asarray(e.slope, np.float64)
+    try:
+        found = np.asarray(seen, np.float64)
+        if w.node(e.arg).size is not None:
+            return (found * grad / probe).tolist() if found.shape == grad.shape else seen
+        return float(found) - float(np.sum(slope * probe)) + float(np.sum(slope * grad))
+    except (TypeError, ValueError):  # not numbers of the right shape: wrong as it stands
+        return seen
+
+
 def alone_request(w: Walk, nodes: Sequence[int]) -> dict[str, Any]:
     """A behaviour request running each operation of `nodes` on fresh leaves (one per operand
-    slot), then backward from it: with no argument for a scalar, with the node's gradient for a
+    slot), then backward from it: with no argument for a scalar, with `probe_gradient` for a
     vector."""
     lines, inputs, point, steps = [], {}, {}, []
     for k, c in enumerate(nodes):
@@ -319,7 +347,7 @@ def alone_request(w: Walk, nodes: Sequence[int]) -> dict[str, Any]:
         lines.append(f"o{k} = {_expression(node, operands)}")
         backward: dict[str, Any] = {"of": f"o{k}"}
         if node.size is not None:
-            backward["gradient"] = w.grads[c]
+            backward["gradient"] = probe_gradient(node.size)
         steps.append({"backward": backward,
                       "expect": [f"grad.i{k}_{e.slot}" for e in w.edges(c)]})
     program = parse("\n".join(lines), inputs)
