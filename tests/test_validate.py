@@ -162,3 +162,23 @@ def test_sampling_into_a_domain_edge_is_shown(tmp_path):
     assert "(domain edge or pole)" in problems[0].message
     fixed = text.replace("low: -1", "low: 0.5")
     assert agreement_problems(_exercise(tmp_path, fixed + "checks: {sampled: {}}\n")) == []
+
+
+def test_a_tolerance_loose_enough_to_pass_a_wrong_slope_is_refused(tmp_path):
+    path = tmp_path / f"loose{SUFFIX}"
+    path.write_text(ABS + "checks: {gradients: {}}\ntolerance:\n"
+                          "  analytic: {atol: 1.0e9, rtol: 1.0e-9}\n")
+    [problem] = [p for p in validate(path, static=True) if p.field.startswith("tolerance")]
+    assert (problem.field, problem.message) == (
+        "tolerance.analytic.atol", "1e+09 is loose enough to pass a wrong derivative; at most "
+                                   "0.001 (a wrong slope is usually off by 10% or more)")
+
+
+def test_zero_tolerances_are_named_as_the_problem(tmp_path):
+    text = ABS.replace("abs(x) * 3", "x.tanh() * x.exp()").replace("low: -2", "low: 0.2")
+    exercise = _exercise(tmp_path, text + "checks: {sampled: {count: 10}}\ntolerance:\n"
+                                          "  analytic: {atol: 0, rtol: 0}\n"
+                                          "  fd: {atol: 0, rtol: 0}\n")
+    [problem] = agreement_problems(exercise)
+    assert problem.field == "tolerance.analytic"
+    assert problem.message.startswith("atol 0 and rtol 0 leave no room for rounding")

@@ -235,13 +235,27 @@ class Input(_Model):
         return self.value.draw(seed, name) if isinstance(self.value, Draw) else self.value
 
 
+#: The loosest tolerance an exercise may set. A wrong derivative is usually off by a factor (a
+#: missing 2, a sign, e^x for e^-x): 10% or more. At most 1e-3 keeps a margin of a hundred
+#: below that; 1e9 would pass anything.
+MAX_TOLERANCE = 1e-3
+
+
+def _tight(value: float) -> float:
+    if value > MAX_TOLERANCE:
+        raise PydanticCustomError(
+            "loose", f"{value:g} is loose enough to pass a wrong derivative; at most "
+                     f"{MAX_TOLERANCE:g} (a wrong slope is usually off by 10% or more)")
+    return value
+
+
 class Tol(_Model):
     """A tolerance: |a - b| <= atol + rtol * |b|."""
 
-    atol: NonNegative
-    """Absolute part."""
-    rtol: NonNegative
-    """Relative part."""
+    atol: Annotated[NonNegative, AfterValidator(_tight)]
+    """Absolute part, at most 1e-3."""
+    rtol: Annotated[NonNegative, AfterValidator(_tight)]
+    """Relative part, at most 1e-3."""
 
 
 class Tolerance(_Model):

@@ -179,6 +179,15 @@ def _disagreements(exercise: Exercise, agreement: compare.Agreement,
                    where: Callable[[int], tuple[str | int, ...]], fix: str) -> list[Problem]:
     """One problem per value the oracles disagree on and no `convention` decides (a few shown)."""
     found = [d for d in agreement.disagreements() if d.graded_by is None]
+    zero = [name for name, pair in (("analytic", exercise.tolerance.analytic),
+                                    ("fd", exercise.tolerance.fd))
+            if pair.atol == 0 and pair.rtol == 0]
+    if found and zero:  # the tolerance is the problem, not the points or a convention
+        return [exercise.problem(("tolerance", zero[0]), "atol 0 and rtol 0 leave no room for "
+                                 "rounding: the oracles' own last digits disagree "
+                                 f"({len(found)} values here); give both parts a small positive "
+                                 "value (the defaults are atol 1e-12, rtol 1e-9 for analytic, "
+                                 "atol 1e-6, rtol 1e-5 for fd)")]
     problems = [exercise.problem(where(d.point), f"the oracles disagree ({d.reason}): "
                                  f"{d.describe(agreement.point_text(d.point))}; {fix}, or set "
                                  "`convention` to grade it as torch or jax does")
