@@ -303,3 +303,16 @@ def test_live_grading_leaves_second_order_jax_to_the_helper_process():
                           timeout=300)
     score, max_score, imported = done.stdout.split()
     assert score == max_score and imported == "False", done.stdout + done.stderr
+
+
+def test_validate_reports_a_hessian_point_where_the_oracles_cannot_agree(tmp_path):
+    from gradcheck.course.validate import validate
+
+    path = tmp_path / "kink.exercise.yaml"
+    path.write_text("id: kink\ntitle: t\ntopic: t\npoints: 1\ninputs:\n  x: {value: 0.0}\n"
+                    "program: |\n  z = relu(x) * 3\nchecks:\n  hessian: {}\n")
+    problems = [p for p in validate([path]) if p.field]  # not the schema line's
+    assert [p.field for p in problems] == ["checks.hessian"]
+    assert "the oracles disagree (kink)" in problems[0].message
+    path.write_text(path.read_text().replace("value: 0.0", "value: 0.5"))
+    assert [p for p in validate([path]) if p.field] == []

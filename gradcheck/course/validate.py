@@ -27,6 +27,7 @@ from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
 from gradcheck.bank.problems import Problem
 from gradcheck.bank.schema import SCHEMA_COMMENT, schema_comment
 from gradcheck.grading import compare
+from gradcheck.oracles import second_order
 from gradcheck.program.ops import OPS
 
 Check = Callable[[Exercise], list[Problem]]
@@ -135,6 +136,18 @@ def agreement_problems(exercise: Exercise) -> list[Problem]:
                                exercise.checks.sampled.oracles)
         problems += _disagreements(exercise, agreement, lambda i: ("checks", "sampled"),
                                    "narrow the domains, `avoid` the point")
+    if exercise.checks.hessian:
+        check = exercise.checks.hessian
+        points = exercise.check_points("hessian", SEED)
+        names = exercise.grad_names
+        rows, _, labels = second_order.expand(points, second_order.directions(
+            exercise.program, names, check.vector))
+        results = second_order.compute(exercise.program, points, names, check.vector,
+                                       check.oracles)
+        agreement = compare.agree(exercise.program, results, names, rows,
+                                  exercise.tolerance.pair(), exercise.convention, labels)
+        problems += _disagreements(exercise, agreement, lambda i: ("checks", "hessian"),
+                                   "move the point, narrow the domains or `avoid` the point")
     return problems
 
 
