@@ -322,7 +322,7 @@ def _exercise_data(draw):
                 {"detach": {"name": "d", "of": "s"}, "expect": ["requires_grad.d"]}]},
         },
         "tolerance": {"fd": {"atol": draw(st.floats(0, 1e-3)), "rtol": 1e-6}},
-        "convention": draw(st.sampled_from([None, "torch", "jax"])),
+        "convention": draw(st.sampled_from([None, "torch"])),
         "timeout": draw(st.floats(1, 60)),
     }
 
@@ -370,3 +370,13 @@ checks:
         results = {r.check: r for r in grader.grade_exercise(load_exercise(path))}
     assert results["behaviour"].message.endswith("\nHint: what the behaviour check tests")
     assert results["answers"].message.endswith("\nHint: the exercise's hint")
+
+
+def test_the_only_convention_is_torch_s(tmp_path):
+    path = tmp_path / "kink.exercise.yaml"
+    path.write_text("id: kink\ntitle: K\ntopic: t\npoints: 1\ninputs:\n  x: {value: 1.0}\n"
+                    "program: |\n  y = x.abs()\nchecks: {gradients: {}}\nconvention: jax\n")
+    with pytest.raises(ExerciseError, match="convention"):
+        load_exercise(path)
+    path.write_text(path.read_text().replace("convention: jax", "convention: torch"))
+    assert load_exercise(path).convention == "torch"

@@ -557,8 +557,10 @@ class Exercise(_Model):
     """What is graded."""
     tolerance: Tolerance = Tolerance()
     """How close is close enough."""
-    convention: Literal["torch", "jax"] | None = None
-    """At kinks, whose derivative is graded; by default points where oracles disagree are not."""
+    convention: Literal["torch"] | None = None
+    """At kinks, grade torch's derivative; by default points where oracles disagree are not.
+    Only torch: the protocol asks an engine to behave as torch does, so a check graded by jax's
+    convention would fail every faithful engine (and the reference, so `validate` refuses it)."""
     timeout: float = Field(10.0, gt=0, le=600)
     """Seconds the whole exercise may take in the worker."""
 

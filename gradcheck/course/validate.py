@@ -203,7 +203,7 @@ def _disagreements(exercise: Exercise, agreement: compare.Agreement,
                                  "atol 1e-6, rtol 1e-5 for fd)")]
     problems = [exercise.problem(where(d.point), f"the oracles disagree ({d.reason}): "
                                  f"{d.describe(agreement.point_text(d.point))}; {fix}, or set "
-                                 "`convention` to grade it as torch or jax does")
+                                 "`convention: torch` to grade it as torch does")
                 for d in found[:SHOWN]]
     if len(found) > SHOWN:
         problems.append(exercise.problem(where(found[SHOWN].point),
