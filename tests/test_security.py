@@ -667,3 +667,45 @@ def test_localisation_sends_the_worker_no_gradient_of_torchs():
     oracle = [list(g) for g in truth.grads.values() if isinstance(g, list)]
     assert sent and not any(g in oracle for g in sent if g is not None)
     assert all(g is None or g == localise.probe_gradient(len(g)) for g in sent)
+
+
+# --- memory outside every process's pages ------------------------------------------------------
+
+_MEMFD_HOG = """
+import os, sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+
+def backward(self, *args, **kwargs):
+    kept = []  # each written, never mapped: in no RSS, PSS or RLIMIT_DATA; under RLIMIT_FSIZE
+    for n in range({files}):
+        kept.append(os.memfd_create(str(n)))
+        os.write(kept[-1], b"x" * 1_900_000)
+    time.sleep(30)
+
+
+Tensor.backward = backward
+"""
+
+
+def test_memory_held_in_a_memfd_counts_against_the_limit(tmp_path):
+    submission = tmp_path / "memfd_hog.py"
+    submission.write_text(_MEMFD_HOG.format(engines=str(ENGINES), files=100))
+    with Worker(submission, import_timeout=10, memory_mb=128) as worker:
+        reply = worker.request(ONE_POINT, timeout=20)
+    assert isinstance(reply, Failure) and reply.kind == "memory", reply
+    assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
+
+
+def test_a_worker_may_hold_few_files_open(tmp_path):
+    """RLIMIT_NOFILE: 1,600 memfds of 1.9 MB each cannot be held; the engine's own error says
+    so."""
+    submission = tmp_path / "many_files.py"
+    submission.write_text(f"import os, sys\nsys.path.append({str(ENGINES)!r})\n"
+                          "from tiny import Tensor, no_grad, tensor\n"
+                          "_kept = [os.memfd_create(str(n)) for n in range(1600)]\n")
+    with Worker(submission, import_timeout=10) as worker:
+        reply = worker.request(ONE_POINT, timeout=5)
+    assert isinstance(reply, Failure) and reply.kind == "import", reply
+    assert "Too many open files" in reply.message

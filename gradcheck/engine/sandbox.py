@@ -105,6 +105,7 @@ class Worker:
                  cpu_seconds: int = 3600, max_output: int = 1_000_000,
                  keep_output: int = 20_000, max_tasks: int = 256,
                  import_timeout: float = 60.0, python: str = sys.executable,
+                 max_files: int = 128,
                  forbid: Sequence[str] = (), user: int | None = None) -> None:
         self.submission = Path(submission).resolve()
         #: run the worker as this user and group id, with no other groups (the grader must be
@@ -121,6 +122,9 @@ class Worker:
         self._printed = 0  # bytes printed since the output was last collected
         self.keep_output = keep_output
         self.max_tasks = max_tasks
+        #: RLIMIT_NOFILE: a scalar engine needs few descriptors, and each open memfd could hold
+        #: memory (census.shared_files counts them too)
+        self.max_files = max_files
         self.import_timeout = import_timeout
         self.python = python
         #: set once the submission failed to import; every later request returns it.
@@ -286,7 +290,8 @@ class Worker:
 
     def _limits(self) -> dict[str, tuple[int, int]]:
         limits = {"cpu": (self.cpu_seconds, self.cpu_seconds + 5),  # SIGXCPU before SIGKILL
-                  "fsize": (self._file_limit,) * 2, "core": (0, 0)}
+                  "fsize": (self._file_limit,) * 2, "core": (0, 0),
+                  "nofile": (self.max_files,) * 2}
         if self.memory_mb is not None:
             limits["data"] = (self.memory_mb << 20,) * 2
         if self.user is not None:  # counted per user: it caps only a worker with a user of its own
@@ -378,7 +383,8 @@ class Worker:
         if sum(threads for _, threads, _ in members) > self.max_tasks:
             return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
                               f"or threads {self._where()}")
-        if self.memory_mb is not None and census.uses_more_than(members, self.memory_mb << 20):
+        if self.memory_mb is not None and census.uses_more_than(members, self.memory_mb << 20,
+                                                                   self.user):
             return self._fail("memory", self._memory_message())
         printed = sum(os.stat(self._dir / name).st_size for name in self._kept)
         if printed > self.max_output:
@@ -443,6 +449,7 @@ class Worker:
         census.reap(orphans())
         if self.user is not None:  # nothing of that uid outlives its worker, however it hid
             census.kill_user(self.user)
+            census.remove_shared_files(self.user)
         code = self._proc.wait()
         _RUNNING.discard(self._proc.pid)
         self._sock.close()
