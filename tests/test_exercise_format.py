@@ -304,7 +304,7 @@ def _exercise_data(draw):
     return {
         "id": draw(st.from_regex(r"[a-z0-9][a-z0-9-]{0,10}", fullmatch=True)),
         "title": draw(_TEXT.filter(bool)), "topic": draw(_TEXT.filter(bool)),
-        "points": draw(st.integers(50, 1000)) / 100, "hint": draw(_TEXT),
+        "points": draw(st.integers(2, 40)) / 4, "hint": draw(_TEXT),
         "visibility": draw(st.sampled_from(["visible", "hidden", "after_due_date"])),
         "inputs": inputs,
         "program": "s = " + " + ".join(terms) + "\n" + draw(st.sampled_from(["", "t = s * 2\n"])),

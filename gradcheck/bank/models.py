@@ -88,10 +88,11 @@ NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-def _hundredths(points: float) -> float:
-    if abs(points * 100 - round(points * 100)) > 1e-6:
-        raise PydanticCustomError("hundredths", f"{points} is finer than a hundredth of a point; "
-                                                "round it to two decimals")
+def _quarters(points: float) -> float:
+    if abs(points * 4 - round(points * 4)) > 1e-9:
+        raise PydanticCustomError("quarters", f"{points} is finer than a quarter of a point; "
+                                              "give a multiple of 0.25 (shares are quarters, so "
+                                              "that every sum of them is exact)")
     return points
 
 
@@ -541,8 +542,9 @@ class Exercise(_Model):
     """Shown to students."""
     topic: str = Field(min_length=1)
     """The course module, such as 02-backward."""
-    points: Annotated[Positive, AfterValidator(_hundredths)]
-    """What the exercise is worth, in hundredths at most; split across its checks by weight."""
+    points: Annotated[Positive, AfterValidator(_quarters)]
+    """What the exercise is worth, a multiple of 0.25; split across its checks by weight, in
+    quarters."""
     hint: str = ""
     """Shown to students when a check fails."""
     visibility: Visibility = "visible"

@@ -8,9 +8,12 @@ The rule, chosen for being easy to explain to a student:
 - Within one check it is all or nothing. A check that passes at 19 of 20 sampled points has a
   wrong derivative somewhere, and crediting 95% of it would pay for a bug the check exists to
   catch (a derivative wrong on one side of a kink would still collect half).
-- Points are counted in hundredths. Shares are rounded by the largest-remainder rule, earlier
+- Points are counted in quarters. Shares are rounded by the largest-remainder rule, earlier
   checks winning ties, so the shares of an exercise always add up to exactly its points
-  (1 point over three checks: 0.34, 0.33, 0.33).
+  (1 point over three checks: 0.5, 0.25, 0.25). A quarter is a binary fraction: every share,
+  and every sum of shares however a reader adds them up (Gradescope adds its tests' scores in
+  floating point), is exact as printed; hundredths were not (0.67 + 0.67 + 0.66 is not 2.0 in
+  floating point, and the bank's shares added up to 260.99999999999955).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gradcheck.bank.models import Exercise
 
-#: Points are counted in units of one hundredth.
-UNITS_PER_POINT = 100
+#: Points are counted in units of a quarter.
+UNITS_PER_POINT = 4
 
 
 def check_points(exercise: Exercise) -> dict[str, float]:
@@ -35,7 +38,7 @@ def check_points(exercise: Exercise) -> dict[str, float]:
 
 
 def split_points(points: float, weights: Mapping[str, float]) -> dict[str, float]:
-    """Each check's share of `points`, by weight, in hundredths that add up exactly to `points`.
+    """Each check's share of `points`, by weight, in quarters that add up exactly to `points`.
 
     `weights` maps check names (in the exercise's order) to non-negative weights, not all zero.
     """
@@ -51,22 +54,23 @@ def split_points(points: float, weights: Mapping[str, float]) -> dict[str, float
     quotas = {name: units * w / total_weight for name, w in exact.items()}
     shares = {name: math.floor(q) for name, q in quotas.items()}
     left = units - sum(shares.values())
-    # sorted() is stable, so among equal remainders the earlier check gets the extra hundredth.
+    # sorted() is stable, so among equal remainders the earlier check gets the extra quarter.
     for name in sorted(shares, key=lambda n: shares[n] - quotas[n])[:left]:
         shares[name] += 1
     return {name: n / UNITS_PER_POINT for name, n in shares.items()}
 
 
 def total(scores: Iterable[float]) -> float:
-    """The sum of scores made of hundredths, free of floating-point residue (0.1 + 0.2 is 0.3)."""
+    """The sum of scores made of quarters (or of hundredths, as older results hold them), free
+    of floating-point residue (0.1 + 0.2 is 0.3)."""
     return round(math.fsum(scores), 2)
 
 
 def _units(points: float) -> int:
-    """`points` as a whole number of hundredths; finer points cannot be shared exactly."""
+    """`points` as a whole number of quarters; finer points cannot be shared exactly."""
     if not math.isfinite(points) or points < 0:
         raise ValueError(f"points must be a finite number >= 0, got {points!r}")
     units = round(points * UNITS_PER_POINT)
     if not math.isclose(units, points * UNITS_PER_POINT, rel_tol=0, abs_tol=1e-6):
-        raise ValueError(f"points must be a whole number of hundredths, got {points!r}")
+        raise ValueError(f"points must be a whole number of quarters, got {points!r}")
     return units
