@@ -709,3 +709,49 @@ def test_a_worker_may_hold_few_files_open(tmp_path):
         reply = worker.request(ONE_POINT, timeout=5)
     assert isinstance(reply, Failure) and reply.kind == "import", reply
     assert "Too many open files" in reply.message
+
+
+_HIDER = """
+import os, sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+if os.fork() == 0:  # a daemon in a session of its own, outside the worker's
+    os.setsid()
+    with open({pidfile!r}, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+    os._exit(0)
+
+
+def backward(self, *args, **kwargs):
+    time.sleep(120)  # past the submission's time: its grader is killed, not closed
+
+
+Tensor.backward = backward
+"""
+
+
+@pytest.mark.slow
+def test_a_grader_killed_at_the_submission_timeout_leaves_no_process_behind(tmp_path):
+    """grade-batch in default mode: the grading is killed with its session at
+    --submission-timeout, its worker dies with it, and the worker's daemon, adopted by the
+    job slot's server, is killed before the next submission."""
+    from grading_samples import write_bank
+
+    from gradcheck.grading import answer_key
+
+    bank = write_bank(tmp_path / "bank")
+    key = tmp_path / "key.json"
+    answer_key.build(load_bank(bank), 5, key)
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    pidfile = tmp_path / "daemon.pid"
+    (folder / "hider.py").write_text(_HIDER.format(engines=str(ENGINES), pidfile=str(pidfile)))
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "--out",
+         str(tmp_path / "out"), "-j", "1", "--key", str(key), "--exercises", str(bank),
+         "--timeout", "60", "--submission-timeout", "4"], capture_output=True, text=True,
+        timeout=300)
+    assert "timeout" in (tmp_path / "out" / "gradebook.csv").read_text(), done.stderr
+    assert gone_within(_escaped(pidfile), 2)

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from gradcheck.bank.loader import exercise_files
+from gradcheck.engine import census
+from gradcheck.engine.worker import adopt_orphans
 from gradcheck.grading.results import GradeReport
 from gradcheck.reports import atomic_write
 from gradcheck.reports.gradescope import write_results_json
@@ -266,6 +268,7 @@ def serve(grade: Callable[[dict[str, Any]], int]) -> int:
     a module) ends with it; the next is forked from this process, which grades nothing itself.
     When stdin ends (the batch, or the Dask worker, is gone) a grading still running is killed
     and the server exits."""
+    adopt_orphans()  # what a grading killed at its timeout leaves behind comes back here
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     quiet = os.open(os.devnull, os.O_RDWR)
     os.dup2(quiet, 1)  # nothing printed here may pass for a reply
@@ -280,6 +283,7 @@ def serve(grade: Callable[[dict[str, Any]], int]) -> int:
             _child(request, grade, quiet)
         print(json.dumps({"pid": pid}), file=replies)
         code = _wait(pid, requests.fileno())
+        _sweep()
         if code is None:  # stdin ended while it graded
             return 0
         print(json.dumps({"exit": code}), file=replies)
@@ -321,6 +325,15 @@ def _wait(pid: int, requests: int) -> int | None:
         return os.waitstatus_to_exitcode(status) if child in ready else None
     finally:
         os.close(child)
+
+
+def _sweep() -> None:
+    """Kill what the last grading left behind: with it reaped, every child of the server's
+    outside its session is an orphan the server adopted (a daemon of a worker whose grader was
+    killed at its timeout), and so is everything below it."""
+    orphans = lambda: census.adopted(0)  # noqa: E731
+    census.kill_all(-1, orphans)  # no session is -1: the orphans and theirs alone
+    census.reap(orphans())
 
 
 def _kill_pid_group(pid: int) -> None:
