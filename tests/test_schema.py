@@ -29,7 +29,7 @@ def validator():
 def test_committed_schema_is_up_to_date():
     committed = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     assert committed == json_schema(), (
-        "the schema is out of date: run `python -m gradcheck.bank.models --write-schema`")
+        "the schema is out of date: run `python -m gradcheck.bank.schema --write-schema`")
 
 
 def test_schema_is_valid_draft_07_with_local_references():
