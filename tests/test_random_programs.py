@@ -146,6 +146,15 @@ def test_the_reference_engine_shows_no_difference_from_torch_in_300_programs(tmp
     assert result.found is None and result.examples == 300
 
 
+def test_torch_itself_shows_no_difference_even_with_detach_in_programs():
+    """A program whose output a detach cuts off from every input has nothing to differentiate:
+    none is drawn (torch's backward() would refuse it, and every engine would "differ")."""
+    from gradcheck.engine import torch_engine
+
+    result = fuzz_in_process(torch_engine, examples=120, oracles=("fd", "torch", "jax"))
+    assert result.found is None and result.examples == 120
+
+
 def test_without_torch_the_reference_engine_stands_in(tmp_path):
     result = fuzz_in_process(engine(tmp_path, "mul-own-operand"), oracles=("fd", "reference"),
                              max_steps=0)

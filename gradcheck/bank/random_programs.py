@@ -130,9 +130,20 @@ def programs(draw: st.DrawFn, ops: Sequence[str] | None = None, max_operations: 
         lines.append((f"t{count}", f"{pool[-1][0]}.sum()", {pool[-1][0]}))
     source, inputs, _ = _assemble(lines, inputs)
     program = parse(source, inputs)
+    assume(differentiable(program))
     point = {name: draw(_values(size)) for name, size in inputs.items()}
     assume(safe(program, point, margin))
     return Drawn(source, inputs, point, program)
+
+
+def differentiable(program: Program) -> bool:
+    """Whether the output has a history to differentiate: it depends on an input along a path
+    that no `detach` cuts (else torch's backward() refuses it, and there is nothing to grade)."""
+    tracked: list[bool] = []
+    for node in program.nodes:
+        tracked.append(node.op == "input" or node.op != "const" and node.op != "detach"
+                       and any(tracked[arg] for arg in node.args))
+    return tracked[program.output]
 
 
 Line = tuple[str, str, set[str]]  # (variable, expression, the names it uses)
@@ -289,7 +300,8 @@ def _alone(program: Program, node_id: int, values: list[Any]) -> list[Drawn]:
 def _drawn(source: str, inputs: dict[str, int | None], point: dict[str, Any]) -> list[Drawn]:
     """The program at `point`, if it is safe there."""
     program = parse(source, inputs)
-    return [Drawn(source, inputs, point, program)] if safe(program, point) else []
+    keep = differentiable(program) and safe(program, point)
+    return [Drawn(source, inputs, point, program)] if keep else []
 
 
 def _node_values(program: Program, point: dict[str, Any]) -> list[Any]:

@@ -108,10 +108,11 @@ def element_first(column: np.ndarray) -> np.ndarray:
 
 
 def reached_inputs(program: Program) -> frozenset[str]:
-    """The inputs the output depends on through the program: torch leaves the others' .grad None."""
+    """The inputs the output depends on through the program, along paths no detach cuts: torch
+    leaves the others' .grad None."""
     seen = {program.output}
     for node_id in range(program.output, -1, -1):
-        if node_id in seen:
+        if node_id in seen and program.nodes[node_id].op != "detach":  # detach cuts the path
             seen.update(program.nodes[node_id].args)
     return frozenset(n.name for i, n in enumerate(program.nodes) if n.op == "input" and i in seen)
 
