@@ -48,7 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--examples", type=_count, default=500,
                    help="programs to try (default: %(default)s)")
     p.add_argument("--max-operations", type=_count, default=6,
-                   help="operations per program at most (default: %(default)s)")
+                   help="operations per program at most, plus the sum that makes a 1-D "
+                        "result the scalar output (default: %(default)s)")
     p.add_argument("--ops", type=_ops, metavar="add,mul,...",
                    help="draw only these operations (default: all of them)")
     p.add_argument("--max-steps", type=int, default=4, metavar="N",
