@@ -17,7 +17,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 #: The benchmark modules of bench/, each with `run() -> dict`.
-BENCHMARKS = ("bench_engine", "bench_oracles", "bench_grading", "bench_watch", "bench_fuzz")
+BENCHMARKS = ("bench_engine", "bench_oracles", "bench_grading", "bench_watch", "bench_fuzz",
+              "bench_batch")
 
 
 def run_all() -> dict[str, Any]:
