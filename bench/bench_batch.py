@@ -124,7 +124,7 @@ def cluster(work: Path, bank: Path, key: Path, count: int) -> dict[str, Any]:
                     if graded(work / "here").get(name) != score)
     return {"scores_that_differ": differ,"submissions": count, "cluster_start_s": start_s, "cluster_s": on_cluster["s"],
             "here_s": here["s"], "cluster_over_here": on_cluster["s"] / here["s"],
-            "cluster_client_and_workers_cpu_per_submission_s": on_cluster["cpu_s"] / count,
+            "cluster_client_cpu_per_submission_s": on_cluster["cpu_s"] / count,
             "here_cpu_per_submission_s": here["cpu_s"] / count}
 
 
