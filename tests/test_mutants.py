@@ -184,7 +184,8 @@ def test_an_exercise_the_reference_fails_kills_nothing_and_a_broken_one_stops_no
     run = _gradcheck("mutants", "--exercises", str(small_bank), "--only",
                      "add-drops-second-operand")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "the unmutated reference engine fails op-add-rushed (gradients: " in run.stdout
+    # which of its checks runs out of time first depends on the machine's load
+    assert "the unmutated reference engine fails op-add-rushed (" in run.stdout
     assert "warning: broken could not be loaded (" in run.stdout
     assert any(line.split() == ["add-drops-second-operand", "1:", "op-add"]
                for line in run.stdout.splitlines())
