@@ -307,6 +307,17 @@ def test_a_kink_is_explained_by_its_operation_and_source_position():
     assert d.reason == KINK and "relu in `relu(x - 1)` (line 1, column 5)" in d.detail
 
 
+def test_of_two_kinked_operations_the_one_at_its_kink_is_named():
+    # At x = 0 both stencils cross: abs's argument is 1e-7 from its kink, relu's is on it. The
+    # first kinked operation of the program is not the one to blame.
+    for source, point, named in (("a = (x - 1e-7).abs()\nb = x.relu()\nz = a + b", 0.0,
+                                  "relu in `x.relu()` (line 2, column 5)"),
+                                 ("a = x.relu()\nb = (x - 1e-7).abs()\nz = a + b", 1e-7,
+                                  "abs in `(x - 1e-7).abs()` (line 2, column 5)")):
+        (d,) = gradcheck.check(source, at={"x": point}).agreement.disagreements()
+        assert d.detail.endswith(named)
+
+
 def test_a_failed_check_with_an_engine_names_the_faulty_operation():
     sys.path.insert(0, str(Path(__file__).parent / "engines"))
     try:

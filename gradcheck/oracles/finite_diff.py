@@ -40,6 +40,9 @@ def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> Oracl
     m = len(elements)
     central, accurate = np.zeros((m, n)), np.zeros((m, n))
     cross_central, cross_wide = np.full((m, n), -1), np.full((m, n), -1)
+    # how far the crossed node's argument is from its kink or edge at the point itself: of
+    # several crossed, the nearest is named (the one at its kink, not the first in the program)
+    near_central, near_wide = np.full((m, n), np.inf), np.full((m, n), np.inf)
     width = max([node.size or 1 for node in program.nodes] + [1])
     chunk = max(1, BUDGET // max(1, ROWS * n * width * len(program.nodes)))
     value = None
@@ -54,8 +57,8 @@ def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> Oracl
             central[part], accurate[part] = rows.estimates(total)
             for node_id, crit in critical:
                 mark_central, mark_wide = rows.crossings(crit)
-                _first(cross_central[part], mark_central, node_id)
-                _first(cross_wide[part], mark_wide, node_id)
+                _nearest(cross_central[part], near_central[part], mark_central, node_id)
+                _nearest(cross_wide[part], near_wide[part], mark_wide, node_id)
     # The wide stencil is trusted unless it crosses something the central one does not. The
     # crossing kept is the central stencil's, else the wide one's: a singularity that close can
     # spoil the central estimate too, and explains a disagreement there.
@@ -99,14 +102,17 @@ class _Stencil:
         return central, wide
 
     def crossings(self, crit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Where the central and the wide stencil see `crit` change sign or leave the numbers."""
+        """How far from `crit`'s sign change the central and the wide stencil are, where they
+        see it change sign or leave the numbers: |crit| at the point (the nearest crossing
+        element's, for a 1-D node), and inf where they do not."""
         sign = np.where(np.isnan(crit), 2.0, np.sign(crit))
         at = sign[..., :1, :]
         rows = sign[..., 1:, :].reshape(sign.shape[:-2] + (self.count, ROWS, self.n))
-        central = _varies(at, rows[..., 0:2, :])
-        wide = _varies(at, rows[..., 2:6, :])
+        distance = np.abs(np.nan_to_num(crit[..., :1, :], nan=0.0))
+        central = np.where(_varies(at, rows[..., 0:2, :]), distance, np.inf)
+        wide = np.where(_varies(at, rows[..., 2:6, :]), distance, np.inf)
         if sign.ndim == 3:  # a 1-D node crosses if any of its elements does
-            central, wide = central.any(axis=0), wide.any(axis=0)
+            central, wide = central.min(axis=0), wide.min(axis=0)
         return central, wide
 
 
@@ -114,8 +120,12 @@ def _varies(at: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return (rows != at[..., None, :, :]).any(axis=-2)
 
 
-def _first(marks: np.ndarray, crossed: np.ndarray, node_id: int) -> None:
-    marks[(marks < 0) & crossed] = node_id
+def _nearest(marks: np.ndarray, nearest: np.ndarray, distance: np.ndarray, node_id: int
+             ) -> None:
+    """Mark `node_id` where its stencil crosses nearer its kink or edge than any node yet."""
+    nearer = distance < nearest
+    marks[nearer] = node_id
+    nearest[nearer] = distance[nearer]
 
 
 def _evaluate(program: Program, leaves: dict[str, np.ndarray]
