@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from gradcheck import oracles
 from gradcheck.bank import domains
 from gradcheck.bank.bundled import reference_path
-from gradcheck.bank.random_programs import Drawn, programs, sessions, smaller
+from gradcheck.bank.random_programs import Drawn, makes_views, programs, sessions, smaller
 from gradcheck.course.mutants import CATALOGUE
 from gradcheck.course.mutation import mutate
 from gradcheck.engine import handler
@@ -102,6 +102,26 @@ def test_sessions_draw_the_behaviour_steps_of_the_issue():
     assert any(s.get("forward") == {"no_grad": True} for s in steps)
     assert any("retain_grad" in s for s in steps)
     assert any("of" in (s.get("backward") or {}) for s in steps)  # a 1-D value's backward
+
+
+def test_no_session_looks_at_a_torch_view_made_under_no_grad(tmp_path):
+    """torch's `v[i]` under no_grad() is a view that says requires_grad=True; a scalar engine
+    that follows the protocol's rule (False) is not charged for it, and neither is the
+    reference engine, which copies part of torch's view."""
+    drawn = domains.draw(sessions(ops=["select", "exp"], max_steps=4), 300, 0)
+    viewing = [s for s in drawn if makes_views(s.drawn.program, s.requires_grad)]
+    assert viewing and all(s.get("forward") != {"no_grad": True}
+                           for session in viewing for s in session.steps)
+    no_views = tmp_path / "no_views.py"
+    view = "return Scalar(item._value, NoGradView, None, None, None)"
+    assert view in SOURCE
+    no_views.write_text(SOURCE.replace(view, "return Scalar(item._value, None, None, None, None)"))
+    spec = importlib.util.spec_from_file_location("no_views", no_views)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for checked in (module, engine(tmp_path, "reference")):
+        result = fuzz_in_process(checked, ops=["select"], examples=150)
+        assert result.found is None, result.found.describe()
 
 
 def test_smaller_programs_are_each_earlier_value_and_each_operation_alone():

@@ -339,6 +339,17 @@ def safe(program: Program, point: dict[str, Any], margin: float = MARGIN) -> boo
                             for v in values)
 
 
+def makes_views(program: Program, requires_grad: Sequence[str]) -> bool:
+    """Whether the program, run again under `no_grad()`, would make a torch view that requires
+    grad: `v[i]` of an input `v` that requires grad. torch's view reports `requires_grad=True`
+    (it asks `v`), keeps it after `requires_grad_(False)`, loses it when `v` does, and takes no
+    gradient; a scalar engine has no views and gives False, as the protocol's no_grad() rule
+    says. That is torch's implementation, not the protocol: a session that would look at such a
+    value is not drawn (docs/protocol.md, rule 6)."""
+    return any(node.op == "select" and program.nodes[node.args[0]].op == "input"
+               and program.nodes[node.args[0]].name in requires_grad for node in program.nodes)
+
+
 #: The kinds of behaviour step a session draws from, simplest first.
 STEP_KINDS = ("backward", "backward_retain", "zero_grad", "forward", "forward_no_grad",
               "retain_grad", "detach", "requires_grad_off", "backward_vector")
@@ -362,8 +373,10 @@ def sessions(draw: st.DrawFn, ops: Sequence[str] | None = None, max_operations: 
     count = draw(st.integers(0, max_steps)) if max_steps else 0
     # some inputs may be made without requires_grad (what shrinking drops first)
     frozen = {name for name in inputs if count and draw(st.booleans())}
+    kinds = [kind for kind in STEP_KINDS if kind != "forward_no_grad"
+             or not makes_views(drawn.program, [n for n in inputs if n not in frozen])]
     for number in range(count):
-        kind = draw(st.sampled_from(STEP_KINDS))
+        kind = draw(st.sampled_from(kinds))
         if kind == "backward":
             steps.append({"backward": {}, "expect": watch})
         elif kind == "backward_retain":

@@ -29,7 +29,7 @@ from gradcheck import oracles as oracle_modules
 from gradcheck.bank import bundled
 from gradcheck.bank.domains import cache_outside_cwd
 from gradcheck.bank.models import Step
-from gradcheck.bank.random_programs import Drawn, Session, sessions, smaller
+from gradcheck.bank.random_programs import Drawn, Session, makes_views, sessions, smaller
 from gradcheck.bank.tolerances import Tolerances
 from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Failure
@@ -192,8 +192,11 @@ def _simpler(case: Session) -> list[Session]:
         return [Session(drawn, (), tuple(drawn.inputs)) for drawn in smaller(case.drawn)]
     fewer = [Session(case.drawn, case.steps[:i] + case.steps[i + 1:], case.requires_grad)
              for i in range(len(case.steps))]
-    return fewer + [Session(case.drawn, case.steps, (*case.requires_grad, name))
-                    for name in case.drawn.inputs if name not in case.requires_grad]
+    no_grad = any((step.get("forward") or {}).get("no_grad") for step in case.steps)
+    thawed = [(*case.requires_grad, name) for name in case.drawn.inputs
+              if name not in case.requires_grad]
+    return fewer + [Session(case.drawn, case.steps, tracked) for tracked in thawed
+                    if not (no_grad and makes_views(case.drawn.program, tracked))]
 
 
 class _Differs(Exception):
