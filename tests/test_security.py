@@ -698,6 +698,76 @@ def test_memory_held_in_a_memfd_counts_against_the_limit(tmp_path):
     assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
 
 
+#: memory held in files no process holds open or maps, each under RLIMIT_FSIZE (2 MB), 200 MB in
+#: all: written and closed in /dev/shm; the same in a folder there the engine then makes
+#: unreadable; System V segments, written, then detached
+_CLOSED_HOGS = {
+    "closed files": """
+    for n in range(100):
+        with open(f"/dev/shm/{tag}-{{n}}", "wb") as f:
+            f.write(b"x" * 2_000_000)
+""",
+    "a hidden folder": """
+    os.mkdir("/dev/shm/{tag}")
+    for n in range(100):
+        with open(f"/dev/shm/{tag}/{{n}}", "wb") as f:
+            f.write(b"x" * 2_000_000)
+    os.chmod("/dev/shm/{tag}", 0)
+""",
+    "System V segments": """
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    for n in range(10):
+        ident = libc.shmget(0, 20_000_000, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+        where = libc.shmat(ident, None, 0)
+        ctypes.memset(where, 120, 20_000_000)
+        libc.shmdt(ctypes.c_void_p(where))
+""",
+}
+_CLOSED_HOG = """
+import os, sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+
+def backward(self, *args, **kwargs):
+{hog}
+    time.sleep(30)
+
+
+Tensor.backward = backward
+"""
+
+
+def _segments_of(uid: int) -> list[str]:
+    with open("/proc/sysvipc/shm") as f:
+        names, *rows = [line.split() for line in f.read().splitlines()]
+    return [row[names.index("shmid")] for row in rows if int(row[names.index("cuid")]) == uid]
+
+
+@pytest.mark.parametrize("user", [None, pytest.param(UID, marks=as_another_user)],
+                         ids=["default", "worker user"])
+@pytest.mark.parametrize("hog", sorted(_CLOSED_HOGS))
+def test_memory_left_in_closed_files_and_segments_counts_and_is_removed(hog, user, tmp_path,
+                                                                        open_folder):
+    """Memory that no process of the worker's holds or maps any more is counted against the
+    limit all the same: the worker is killed, the failure names the limit, and nothing of it is
+    left once the worker stopped."""
+    tag = f"gradcheck-test-{os.getpid()}-{hog.replace(' ', '-')}"
+    submission = open_folder / "closed_hog.py"
+    submission.write_text(_CLOSED_HOG.format(engines=str(ENGINES),
+                                             hog=_CLOSED_HOGS[hog].format(tag=tag)))
+    segments = set(_segments_of(user or os.geteuid()))
+    options = {"user": user, "python": PYTHON} if user is not None else {}
+    with Worker(submission, import_timeout=10, memory_mb=128, **options) as worker:
+        reply = worker.request(ONE_POINT, timeout=20)
+        assert isinstance(reply, Failure) and reply.kind == "memory", reply
+        assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
+        assert [p for p in Path("/dev/shm").glob(f"{tag}*")] == []
+        assert set(_segments_of(user or os.geteuid())) <= segments
+
+
 def test_a_worker_may_hold_few_files_open(tmp_path):
     """RLIMIT_NOFILE: 1,600 memfds of 1.9 MB each cannot be held; the engine's own error says
     so."""

@@ -10,6 +10,8 @@ import signal
 import time
 from typing import Callable, Iterable
 
+from gradcheck.engine import memory
+
 RESCAN = 1.0  # seconds after which the worker's processes are looked for afresh regardless
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -71,17 +73,17 @@ def members(session: int, roots: set[int] = frozenset(),
 
 
 def uses_more_than(members: list[tuple[int, int, int]], limit: int,
-                   user: int | None = None) -> bool:
+                   held: memory.Held | None = None) -> bool:
     """Whether the processes use more than `limit` bytes, each shared page counted once (the sum
     of their PSS; a sum of resident sizes would count the pages of every fork again), together
-    with the shared memory no PSS holds (`shared_files`). A PSS is never above the resident
-    size, so while the resident sizes add up to less than half the limit (room for the kernel's
+    with the memory `held` finds outside their pages. A PSS is never above the resident size,
+    so while the resident sizes add up to less than half the limit (room for the kernel's
     lagging counters) the PSS, which takes a walk of each process's pages to read, is not
     read."""
-    files = shared_files([pid for pid, *_ in members], user)
-    if sum(rss for _, _, rss in members) + files < limit // 2:
+    outside = held.bytes(pid for pid, *_ in members) if held is not None else 0
+    if sum(rss for _, _, rss in members) + outside < limit // 2:
         return False
-    total = files
+    total = outside
     for pid, _, rss in members:
         try:
             with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
@@ -90,42 +92,6 @@ def uses_more_than(members: list[tuple[int, int, int]], limit: int,
         except (OSError, StopIteration):  # gone, or a kernel without smaps_rollup
             total += rss
     return total > limit
-
-
-#: where a file is memory, not disk: a memfd's link names it so, and /dev/shm is a tmpfs
-_MEMORY_FILES = (b"/memfd:", b"/dev/shm/")
-
-
-def shared_files(pids: list[int], user: int | None = None) -> int:
-    """Bytes held in memory by files rather than by any process's pages: every memfd and
-    /dev/shm file the processes hold open (a memfd written to, never mapped, is in no RSS, PSS
-    or RLIMIT_DATA), each counted once; and, for a worker of a user of its own, every /dev/shm
-    file of that user, open or not. (One that is mapped as well counts in the PSS again.)"""
-    seen: dict[tuple[int, int], int] = {}
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            path = f"/proc/{pid}/fd/{fd}"
-            try:
-                if not os.readlink(os.fsencode(path)).startswith(_MEMORY_FILES):
-                    continue
-                info = os.stat(path)
-            except OSError:
-                continue
-            seen[(info.st_dev, info.st_ino)] = info.st_blocks * 512
-    if user is not None:
-        try:
-            with os.scandir("/dev/shm") as entries:
-                for entry in entries:
-                    info = entry.stat(follow_symlinks=False)
-                    if info.st_uid == user:
-                        seen[(info.st_dev, info.st_ino)] = info.st_blocks * 512
-        except OSError:
-            pass
-    return sum(seen.values())
 
 
 def _stat(pid: int) -> list[bytes] | None:
@@ -253,18 +219,3 @@ def kill_user(uid: int) -> bool:
         os.waitpid(child, 0)
         time.sleep(0.01)
     return not processes_of(uid)
-
-
-def remove_shared_files(user: int) -> None:
-    """Remove every /dev/shm file of `user`: memory the next worker of that uid would pay for,
-    and a channel to it."""
-    try:
-        with os.scandir("/dev/shm") as entries:
-            for entry in entries:
-                try:
-                    if entry.stat(follow_symlinks=False).st_uid == user:
-                        os.unlink(entry.path)
-                except OSError:
-                    pass
-    except OSError:
-        pass

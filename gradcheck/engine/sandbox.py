@@ -14,7 +14,8 @@ Limits, and who enforces them:
 - memory: RLIMIT_DATA in the worker (the engine gets a MemoryError, which ends the request; not
   RLIMIT_AS, because torch and numpy reserve far more address space than they use), and the
   proportional set size of all the worker's processes, polled by the grader (shared memory and
-  forks escape RLIMIT_DATA);
+  forks escape RLIMIT_DATA), with the memory it holds outside them (:mod:`gradcheck.engine.memory`:
+  memfds, files in memory filesystems, System V segments), removed when it stops;
 - processes and threads: counted by the grader over the worker's session and its descendants;
   RLIMIT_NPROC too when the worker runs as a user of its own (`user`). RLIMIT_NPROC does not
   apply to root, and a writable cgroup v2 `pids` controller cannot be assumed (this machine has
@@ -60,7 +61,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from gradcheck.engine import census, handler, run, wire
+from gradcheck.engine import census, handler, memory, run, wire
 from gradcheck.engine.worker import BOOTSTRAP, HEADER, MAX_FRAME, PACKAGE, adopt_orphans, pack
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
@@ -123,7 +124,7 @@ class Worker:
         self.keep_output = keep_output
         self.max_tasks = max_tasks
         #: RLIMIT_NOFILE: a scalar engine needs few descriptors, and each open memfd could hold
-        #: memory (census.shared_files counts them too)
+        #: memory (memory.Held counts them too)
         self.max_files = max_files
         self.import_timeout = import_timeout
         self.python = python
@@ -154,6 +155,9 @@ class Worker:
         self._phase = ""
         self._next_scan = 0.0
         self._census = census.Census()  # the worker's processes, as last found in /proc
+        #: the memory it holds in files and System V IPC (what the grader's user held before is
+        #: not the worker's)
+        self._held = memory.Held(os.geteuid() if user is None else user, own=user is not None)
         self._since = 0  # when the running worker started (census.start_time)
 
     def __enter__(self) -> Worker:
@@ -242,6 +246,7 @@ class Worker:
         adopt_orphans()
         if self.user is not None and self.starts == 0:
             census.kill_user(self.user)  # what a grader killed before its end left behind
+            self._held.remove()
         self.starts += 1
         began = time.monotonic()
         parent, child = socket.socketpair()
@@ -291,7 +296,8 @@ class Worker:
     def _limits(self) -> dict[str, tuple[int, int]]:
         limits = {"cpu": (self.cpu_seconds, self.cpu_seconds + 5),  # SIGXCPU before SIGKILL
                   "fsize": (self._file_limit,) * 2, "core": (0, 0),
-                  "nofile": (self.max_files,) * 2}
+                  "nofile": (self.max_files,) * 2,
+                  "msgqueue": (0, 0)}  # no POSIX message queue: memory outside every page
         if self.memory_mb is not None:
             limits["data"] = (self.memory_mb << 20,) * 2
         if self.user is not None:  # counted per user: it caps only a worker with a user of its own
@@ -384,7 +390,7 @@ class Worker:
             return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
                               f"or threads {self._where()}")
         if self.memory_mb is not None and census.uses_more_than(members, self.memory_mb << 20,
-                                                                   self.user):
+                                                                   self._held):
             return self._fail("memory", self._memory_message())
         printed = sum(os.stat(self._dir / name).st_size for name in self._kept)
         if printed > self.max_output:
@@ -449,7 +455,7 @@ class Worker:
         census.reap(orphans())
         if self.user is not None:  # nothing of that uid outlives its worker, however it hid
             census.kill_user(self.user)
-            census.remove_shared_files(self.user)
+        self._held.remove()  # its files in memory, a channel to the next worker too
         code = self._proc.wait()
         _RUNNING.discard(self._proc.pid)
         self._sock.close()

@@ -145,7 +145,8 @@ def _apply_limits(limits: dict[str, list[int]]) -> None:
     why these and what the grader enforces itself."""
     names = {"data": resource.RLIMIT_DATA, "cpu": resource.RLIMIT_CPU,
              "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE,
-             "nproc": resource.RLIMIT_NPROC, "nofile": resource.RLIMIT_NOFILE}
+             "nproc": resource.RLIMIT_NPROC, "nofile": resource.RLIMIT_NOFILE,
+             "msgqueue": resource.RLIMIT_MSGQUEUE}
     for name, (soft, hard) in limits.items():
         resource.setrlimit(names[name], (soft, hard))
     # Python ignores SIGXFSZ; restored, a write past RLIMIT_FSIZE ends the worker at that write.

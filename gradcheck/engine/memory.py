@@ -1,0 +1,224 @@
+"""Memory a worker holds outside its processes' pages, which no RSS, PSS or RLIMIT_DATA shows:
+files in memory filesystems (tmpfs, devtmpfs, ramfs: /dev/shm, /run, a tmpfs /tmp), open or
+written and closed, memfds, and System V shared memory and message queues. `Held` finds it for
+the grader's poll and removes it when the worker stops.
+
+Whose such memory is cannot be read from the kernel, only from the owner's uid. For a worker of a
+user of its own, all of that user's is the worker's. For a worker of the grader's own user (the
+default), it is what that uid made since the worker's `Held` was made, and what files of that uid
+grew by since: a file or segment another process of the grader's user makes meanwhile is taken
+for the worker's too, and one the worker gives to another uid (root may chown) is not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+from typing import Callable, Iterable, Iterator
+
+#: filesystems whose files are memory
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "devtmpfs", "ramfs"})
+#: bytes of kernel memory each file or folder costs even when empty (an inode and a dentry), so
+#: that a million empty files cost what they cost (and a walk of them ends at the limit)
+INODE = 1024
+_IPC_RMID = 0
+
+
+def memory_mounts() -> list[str]:
+    """The mount points of the memory filesystems a process may write to (not read-only)."""
+    found = []
+    try:
+        with open("/proc/self/mounts", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 4 and fields[2].decode() in MEMORY_FILESYSTEMS and \
+                "ro" not in fields[3].decode().split(","):
+            point = fields[1].decode("unicode_escape")  # \040 is a space, and so on
+            if point not in found:
+                found.append(point)
+    return found
+
+
+class Held:
+    """The memory one worker's user holds outside its processes' pages.
+
+    `own`: the uid is the worker's alone (a worker user), so all of that uid's counts and is
+    removed; else (the grader's own uid) what exists now is the grader's, and only what appears
+    or grows from now on is the worker's."""
+
+    def __init__(self, user: int, own: bool) -> None:
+        self.user = user
+        self.own = own
+        self.mounts = memory_mounts()
+        self._devices = set()
+        for point in self.mounts:
+            try:
+                self._devices.add(os.stat(point).st_dev)
+            except OSError:
+                pass
+        #: the size of each file of the user when this was made (none for a worker user)
+        self._before = {} if own else {key: size for key, _, size in self._files()}
+        self._ipc_before = set() if own else {(kind, ident) for kind, ident, *_ in self._ipc()}
+
+    def bytes(self, pids: Iterable[int]) -> int:
+        """Bytes held outside the pages of the processes `pids`: every memfd and file of a memory
+        filesystem they hold open, every file of the user in a memory filesystem (less its size
+        before), and the user's System V segments no process has attached (an attached one is
+        in its PSS) and message queues. Each file is counted once."""
+        sizes = {key: size for key, size in self._open(pids)}
+        for key, _, size in self._files():
+            sizes[key] = size
+        total = sum(max(size - self._before.get(key, 0), 0) for key, size in sizes.items())
+        return total + sum(size for kind, ident, size, attached in self._ipc()
+                           if (kind, ident) not in self._ipc_before and not attached)
+
+    def remove(self) -> None:
+        """Remove what the worker left: its files in memory filesystems (those that existed
+        before, and those some live process holds open or maps, are not the worker's), the
+        folders it made there once empty, its unattached System V segments and its queues."""
+        folders: list[str] = []
+        left = [(key, path) for key, path, _ in self._files(folders) if key not in self._before]
+        busy = _in_use() if left else set()
+        for key, path in left:
+            if key not in busy:
+                _quietly(os.unlink, path)
+        for path in reversed(folders):  # the deepest first
+            _quietly(os.rmdir, path)
+        libc = ctypes.CDLL(None, use_errno=True)
+        for kind, ident, _, attached in self._ipc():
+            if (kind, ident) not in self._ipc_before and not attached:
+                (libc.shmctl if kind == "shm" else libc.msgctl)(ident, _IPC_RMID, None)
+
+    # --- finding -----------------------------------------------------------------------------
+
+    def _open(self, pids: Iterable[int]) -> Iterator[tuple[tuple[int, int], int]]:
+        """((device, inode), size) of each memfd or memory-filesystem file the processes hold
+        open (a memfd, or a file unlinked after opening, is in no folder)."""
+        for pid in pids:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                path = f"/proc/{pid}/fd/{fd}"
+                try:
+                    info = os.stat(path)
+                    if stat.S_ISREG(info.st_mode) and (
+                            info.st_dev in self._devices
+                            or os.readlink(path).startswith("/memfd:")):
+                        yield (info.st_dev, info.st_ino), _size(info)
+                except OSError:
+                    continue
+
+    def _files(self, folders: list[str] | None = None
+               ) -> Iterator[tuple[tuple[int, int], str, int]]:
+        """((device, inode), path, size) of each file and folder of the user in the memory
+        filesystems; the user's folders are added to `folders` too, parents first."""
+        seen: set[int] = set()
+        for point in self.mounts:
+            try:
+                device = os.stat(point).st_dev
+            except OSError:
+                continue
+            if device not in seen:  # a filesystem mounted twice is walked once
+                seen.add(device)
+                yield from self._walk(point, device, folders)
+
+    def _walk(self, folder: str, device: int, folders: list[str] | None
+              ) -> Iterator[tuple[tuple[int, int], str, int]]:
+        try:
+            entries = list(os.scandir(folder))
+        except PermissionError:
+            # a folder of the grader's own user that it made unreadable to hide what is in it
+            if self.own or os.stat(folder).st_uid != os.geteuid():
+                return
+            _quietly(os.chmod, folder, 0o700)
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                return
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_dev != device:  # another filesystem mounted here
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                if info.st_uid == self.user:
+                    yield (info.st_dev, info.st_ino), entry.path, INODE
+                    if folders is not None:
+                        folders.append(entry.path)
+                yield from self._walk(entry.path, device, folders)
+            elif info.st_uid == self.user:
+                yield (info.st_dev, info.st_ino), entry.path, _size(info)
+
+    def _ipc(self) -> Iterator[tuple[str, int, int, bool]]:
+        """(kind, id, bytes, attached) of the user's System V shared memory segments ("shm")
+        and message queues ("msg")."""
+        for kind, size_field in (("shm", "rss"), ("msg", "cbytes")):
+            for row in _table(f"/proc/sysvipc/{kind}"):
+                try:
+                    if self.user in (int(row["uid"]), int(row["cuid"])):
+                        ident = int(row["shmid" if kind == "shm" else "msqid"])
+                        attached = kind == "shm" and int(row["nattch"]) > 0
+                        yield kind, ident, int(row[size_field]), attached
+                except (KeyError, ValueError):
+                    continue
+
+
+def _size(info: os.stat_result) -> int:
+    return info.st_blocks * 512 + INODE
+
+
+def _table(path: str) -> list[dict[str, str]]:
+    """The rows of a /proc/sysvipc table, by column name."""
+    try:
+        with open(path) as f:
+            header, *rows = f.read().splitlines()
+    except (OSError, ValueError):
+        return []
+    names = header.split()
+    return [dict(zip(names, row.split())) for row in rows]
+
+
+def _in_use() -> set[tuple[int, int]]:
+    """(device, inode) of every file some live process holds open or maps."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            fds = []
+        for fd in fds:
+            try:
+                info = os.stat(f"/proc/{name}/fd/{fd}")
+                found.add((info.st_dev, info.st_ino))
+            except OSError:
+                pass
+        try:
+            with open(f"/proc/{name}/maps", "rb") as f:
+                maps = f.read().splitlines()
+        except OSError:
+            continue
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) >= 5 and fields[4] != b"0":
+                major, minor = (int(part, 16) for part in fields[3].split(b":"))
+                found.add((os.makedev(major, minor), int(fields[4])))
+    return found
+
+
+def _quietly(action: Callable[..., object], *args: object) -> None:
+    try:
+        action(*args)
+    except OSError:
+        pass
