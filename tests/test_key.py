@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from grading_samples import BROKEN, CUBE, PRODUCT, write_bank
 
+from gradcheck.bank.bundled import bank_dir, reference_path
 from gradcheck.bank.loader import load_bank
 from gradcheck.cli import main
 from gradcheck.grading import answer_key
@@ -163,7 +164,8 @@ def test_without_torch_and_jax_a_stale_exercise_is_skipped_saying_why(changed, k
     run = run_python(f"""\
         import json, sys
         sys.modules["torch"] = sys.modules["jax"] = None  # as on a machine without them
-        from gradcheck.bank.loader import load_bank
+        from gradcheck.bank.bundled import bank_dir, reference_path
+from gradcheck.bank.loader import load_bank
         from gradcheck.grading.grader import Grader
         with Grader("reference", key={str(key)!r}) as grader:
             report = grader.grade_bank(load_bank({str(changed)!r}))
@@ -217,6 +219,12 @@ def test_a_key_from_another_version_or_for_another_seed_is_refused(key, tmp_path
     with pytest.raises(answer_key.KeyFileError, match="built by gradcheck 0.0.1, and this is "
                                                       "gradcheck .*; rebuild it"):
         Grader("reference", key=other)
+    data = json.loads(key.read_text())
+    data["format"] = 1  # before finite differences and second derivatives were in the key
+    other.write_text(json.dumps(data))
+    with pytest.raises(answer_key.KeyFileError, match="is in format 1, and this gradcheck reads "
+                                                      "format 2; rebuild it"):
+        answer_key.load(other)
     other.write_text("{}")
     with pytest.raises(GraderError, match="is not an answer key written by `gradcheck key build`"):
         answer_key.load(other)
@@ -249,7 +257,54 @@ def test_the_key_holds_torchs_walk_at_every_point_of_a_small_program(bank, key):
         for name in set(exercise.checks.present()) & {"gradients", "sampled", "answers"}:
             points = loaded.points(exercise, name)
             for index, point in enumerate(points):
-                stored = loaded.walk(exercise, points, index)
+                stored = loaded.walk(exercise, name, points, index)
                 assert stored is not None, (exercise.id, name, index)
                 live = walk(exercise.program, point, exercise.grad_names)
                 assert json.dumps(stored.record()) == json.dumps(live.record())
+
+
+@pytest.fixture(scope="module")
+def bundled_key(tmp_path_factory):
+    """A key for the whole bundled bank, its hessian checks' second derivatives included."""
+    path = tmp_path_factory.mktemp("bundled") / "key.json"
+    answer_key.build(load_bank(bank_dir()), SEED, path)
+    return path
+
+
+@pytest.mark.slow
+def test_a_keyed_grading_of_the_whole_bundled_bank_imports_neither_torch_nor_jax(bundled_key):
+    """Every oracle's answers are in the key, the second derivatives of 08-higher-order's
+    hessian checks too: the grader imports neither library, and the reference gets every point."""
+    run = run_python(f"""\
+        import json, sys
+        from gradcheck.grading.grader import grade
+        report = grade("reference", key={str(bundled_key)!r})
+        print(json.dumps([report.score, report.max_score,
+                          sorted(r.check for r in report.results if r.status != "passed"),
+                          sorted({{r.check for r in report.results}}),
+                          sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "jax"))]))
+    """)
+    score, max_score, not_passed, checks, imported = json.loads(run.stdout.splitlines()[-1])
+    assert "hessian" in checks and not_passed == [] and score == max_score
+    assert imported == [] and "StaleKeyWarning" not in run.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["reference", "tanh-graph-half-detached",
+                                    "sigmoid-graph-sign-error"])
+def test_second_derivatives_from_the_key_grade_as_live(bundled_key, engine, tmp_path):
+    """The reference and two engines whose second derivatives are wrong, on the second-order
+    exercises: the same statuses, points and messages with the key as live."""
+    from gradcheck.course.mutants import CATALOGUE
+    from gradcheck.course.mutation import mutate
+
+    submission = "reference"
+    if engine != "reference":
+        submission = tmp_path / f"{engine}.py"
+        submission.write_text(mutate((reference_path() / "__init__.py").read_text(),
+                                     next(m for m in CATALOGUE if m.name == engine)))
+    higher = bank_dir() / "08-higher-order"
+    live = graded(submission, higher)
+    assert graded(submission, higher, key=bundled_key) == live
+    hessian = [status for _, check, status, *_ in live if check == "hessian"]
+    assert len(hessian) >= 5 and (set(hessian) == {"passed"}) == (engine == "reference")

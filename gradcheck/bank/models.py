@@ -304,7 +304,7 @@ class SampledCheck(_OracleCheck):
 class HessianCheck(_OracleCheck):
     """Second derivatives against the oracles, by double backward: every row of the Hessian
     (or, with `vector`, the Hessian-vector product) at the inputs' values, at the listed points
-    and at `count` points drawn from the domains. Graded live, never from an answer key."""
+    and at `count` points drawn from the domains. An answer key holds the oracles' rows."""
 
     points: list[Point] = []
     """More points, each giving every input."""

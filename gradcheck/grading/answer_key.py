@@ -1,12 +1,15 @@
-"""Answer keys: what torch and jax answer for a bank, computed once, so grading needs neither.
+"""Answer keys: what the oracles answer for a bank, computed once, so grading needs none of them.
 
 Importing torch and jax costs seconds and hundreds of megabytes for every submission, yet their
-answers depend only on the exercises and the seed of the sampled points. `build` runs them once
+answers (and those of finite differences, which are as costly to repeat for every submission)
+depend only on the exercises and the seed of the sampled points. `build` runs every oracle once
 per exercise, at every point a check grades (the sampled ones drawn from the seed, as the grader
-draws them) and for every graph and behaviour request, and writes it all as JSON. A grader given
-the key (`Grader(key=...)`, `gradcheck grade --key`) takes torch's and jax's results and torch's
-records from it, and torch's chain-rule walk (`gradcheck.grading.chain_rule`) for the feedback on a failing
-check, and still runs finite differences itself.
+draws them; a hessian check's second derivatives too) and for every graph and behaviour request,
+and writes it all as JSON. A grader given the key (`Grader(key=...)`, `gradcheck grade --key`)
+takes the oracles' results and torch's records from it, and torch's chain-rule walk
+(`gradcheck.grading.chain_rule`) for the feedback on a failing check, so a keyed grading imports
+neither torch nor jax and runs no oracle itself. Only random programs (drawn while grading) are
+graded live, against finite differences and the reference engine, as without a key.
 
 Every entry carries the sha256 of its exercise file (`Exercise.digest`) and the key carries the
 gradcheck version that built it. An entry is used only for the very file it was built from: an
@@ -29,7 +32,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -50,17 +53,22 @@ from gradcheck.engine import handler
 from gradcheck.grading import score
 from gradcheck.grading.chain_rule import Walk, WalkError, walk
 from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
-from gradcheck.oracles import OracleResult, Skipped
+from gradcheck.oracles import OracleResult, Skipped, second_order
 
-FORMAT = 1
+#: computes oracles' results live, given their names (what the key does not hold)
+Live = Callable[[list[str]], "dict[str, OracleResult | Skipped]"]
+
+#: 2: finite differences and the hessian checks' second derivatives are in the key too.
+FORMAT = 2
 #: Above this many bytes of JSON the key is written gzip-compressed whatever its name.
 LARGE = 1 << 20
-#: The oracles whose results a key holds; finite differences always run live.
-KEYED = ("torch", "jax")
+#: The oracles whose results a key holds.
+KEYED = ("fd", "torch", "jax")
 #: torch's chain-rule walk (for feedback that names the faulty operation) is stored at the
-#: leading points of each gradient check, as many as hold at most this many nodes in all: every
-#: point of a program of up to a hundred nodes. A check that first fails at a point without a
-#: stored walk is walked live, with torch, when torch is installed.
+#: leading points of each gradient check, as many as hold at most this many nodes in all (every
+#: point of a program of up to a hundred nodes), and at least at the first point. A check that
+#: first fails at a point without a stored walk gets the plain comparison as its feedback: a
+#: keyed grading never imports torch.
 WALK_BUDGET = 4000
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -91,7 +99,8 @@ class Key:
         return self._refuse(exercise, why) if why else ""
 
     def points(self, exercise: Exercise, check: str) -> list[dict[str, Any]] | None:
-        """The points the key holds answers at for a gradient check, or None if refused."""
+        """The points the key holds answers at for a gradient or hessian check, or None if
+        refused."""
         if self.refusal(exercise):
             return None
         stored = self.exercises[exercise.id]["checks"].get(check)
@@ -100,27 +109,28 @@ class Key:
             return None
         return stored["points"]
 
-    def oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
-                       wanted: Sequence[str]) -> dict[str, OracleResult | Skipped]:
-        """`wanted` oracles' results at `points`: torch and jax from the key, the rest computed
-        here; all computed here if the key is refused for this exercise."""
-        stored = self._check_at(exercise, points)
-        if stored is not None and any(name in KEYED and name not in stored for name in wanted):
+    def oracle_results(self, exercise: Exercise, check: str, points: list[dict[str, Any]],
+                       wanted: Sequence[str], live: Live) -> dict[str, OracleResult | Skipped]:
+        """`wanted` oracles' results for a check at `points`: from the key, or all computed by
+        `live(names)` if the key is refused for this exercise."""
+        stored = self._check_at(exercise, check, points)
+        if stored is not None and any(name not in stored for name in wanted):
             self._refuse(exercise, "asks for an oracle the answer key does not hold")
             stored = None
-        keyed = {name: _decode(name, stored[name]) for name in wanted
-                 if stored is not None and name in KEYED}
-        live = oracles.compute(exercise.program, points, exercise.grad_names,
-                               [name for name in wanted if name not in keyed])
-        for name, result in live.items():
+        if stored is not None:
+            return {name: _decode(name, stored[name]) for name in wanted}
+        found = live(list(wanted))
+        for name, result in found.items():
             if isinstance(result, Skipped):
-                live[name] = Skipped(f"skipped: {self.refusal(exercise)}; it cannot be "
-                                     f"graded live: {result.reason.removeprefix('skipped: ')}")
-        return {name: keyed[name] if name in keyed else live[name] for name in wanted}
+                found[name] = Skipped(f"skipped: {self.refusal(exercise)}; it cannot be "
+                                      f"graded live: {result.reason.removeprefix('skipped: ')}")
+        return found
 
-    def walk(self, exercise: Exercise, points: list[dict[str, Any]], index: int) -> Walk | None:
-        """torch's stored walk at `points[index]` of a gradient check, or None."""
-        stored = self._check_at(exercise, points)
+    def walk(self, exercise: Exercise, check: str, points: list[dict[str, Any]], index: int
+             ) -> Walk | None:
+        """torch's stored walk at `points[index]` of a gradient check, or None (then there is
+        none: torch could not walk it, or the key does not hold it)."""
+        stored = self._check_at(exercise, check, points)
         walks = stored.get("walks", []) if stored is not None else []
         if index >= len(walks) or walks[index] is None:
             return None
@@ -142,13 +152,13 @@ class Key:
         return [f"exercise {exercise.id} {why}" for exercise in bank.exercises
                 if (why := _staleness(self.exercises.get(exercise.id), exercise))]
 
-    def _check_at(self, exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def _check_at(self, exercise: Exercise, check: str, points: list[dict[str, Any]]
+                  ) -> dict[str, Any] | None:
         if self.refusal(exercise):
             return None
-        wanted = _canonical(points)
-        for stored in self.exercises[exercise.id]["checks"].values():
-            if "points" in stored and _canonical(stored["points"]) == wanted:
-                return stored
+        stored = self.exercises[exercise.id]["checks"].get(check)
+        if stored is not None and _canonical(stored.get("points")) == _canonical(points):
+            return stored
         self._refuse(exercise, "is graded at points the answer key does not hold")
         return None
 
@@ -170,7 +180,7 @@ def _staleness(entry: dict[str, Any] | None, exercise: Exercise) -> str:
 
 
 def build(bank: Bank, seed: int, out: str | Path) -> Key:
-    """Run torch and jax on every exercise of `bank` at the points `seed` fixes; write the key."""
+    """Run every oracle on every exercise of `bank` at the points `seed` fixes; write the key."""
     try:
         from gradcheck.engine import torch_engine
     except ImportError as exc:
@@ -181,9 +191,8 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
     for number, exercise in enumerate(bank.exercises):
         checks: dict[str, Any] = {}
         for name in score.check_points(exercise):
-            # second order is graded live, random programs are drawn while grading
-            # (docs/grading.md): nothing to keep for either
-            if name in ("hessian", "random_programs"):
+            # random programs are drawn while grading (docs/grading.md): nothing to keep
+            if name == "random_programs":
                 continue
             if name in ("graph", "behaviour"):
                 request = torch_request(exercise, name, sample_seed(seed, exercise.id))
@@ -193,6 +202,12 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
             points = exercise.check_points(name, sample_seed(seed, exercise.id))
             listed = [o for o in getattr(getattr(exercise.checks, name), "oracles", KEYED)
                       if o in KEYED]
+            if name == "hessian":
+                checks[name] = {"points": points}
+                _store(checks[name], second_order.compute(
+                    exercise.program, points, exercise.grad_names,
+                    exercise.checks.hessian.vector, listed))
+                continue
             checks[name] = {"points": points, "walks": _walks(exercise, points)}
             if "jax" in listed:
                 jax_checks.append((number, (checks[name], oracles.job(
@@ -229,10 +244,11 @@ def _store(check: dict[str, Any], results: dict[str, OracleResult | Skipped]) ->
 
 
 def _walks(exercise: Exercise, points: list[dict[str, Any]]) -> list[list[Any] | None]:
-    """torch's walk at the leading points, within WALK_BUDGET (None where torch cannot walk)."""
+    """torch's walk at the leading points, within WALK_BUDGET and at least at the first (None
+    where torch cannot walk)."""
     nodes = sum(node.op != "const" for node in exercise.program.nodes)
     found: list[list[Any] | None] = []
-    for point in points[:WALK_BUDGET // nodes]:
+    for point in points[:max(1, WALK_BUDGET // nodes)]:
         try:
             found.append(walk(exercise.program, point, exercise.grad_names).record())
         except WalkError:
@@ -251,6 +267,10 @@ def load(path: str | Path) -> Key:
             data.get("seed"), int) or not isinstance(data.get("exercises"), dict) or not all(
             isinstance(entry, dict) and isinstance(entry.get("digest"), str)
             and isinstance(entry.get("checks"), dict) for entry in data["exercises"].values()):
+        if isinstance(data, dict) and isinstance(data.get("format"), int):
+            raise KeyFileError(f"the answer key {path} is in format {data['format']}, and this "
+                               f"gradcheck reads format {FORMAT}; rebuild it with `gradcheck "
+                               "key build`")
         raise KeyFileError(f"{path} is not an answer key written by `gradcheck key build`")
     if data.get("gradcheck") != __version__:
         raise KeyFileError(f"the answer key {path} was built by gradcheck "
@@ -261,14 +281,26 @@ def load(path: str | Path) -> Key:
 
 
 def _encode(result: OracleResult) -> dict[str, Any]:
-    return {"value": result.value.tolist(),
-            "grads": {name: grad.tolist() for name, grad in result.grads.items()}}
+    """An oracle's result as JSON: its values and gradients, and finite differences' central
+    estimates and crossings (which judge its agreement with the others)."""
+    encoded = {"value": result.value.tolist(),
+               "grads": {name: grad.tolist() for name, grad in result.grads.items()}}
+    for extra in ("central", "crossing"):
+        if getattr(result, extra) is not None:
+            encoded[extra] = {name: array.tolist()
+                              for name, array in getattr(result, extra).items()}
+    return encoded
 
 
 def _decode(oracle: str, stored: dict[str, Any]) -> OracleResult:
+    def arrays(field: str, dtype: type) -> dict[str, np.ndarray] | None:
+        if field not in stored:
+            return None
+        return {name: np.asarray(values, dtype=dtype) for name, values in stored[field].items()}
+
     return OracleResult(oracle, np.asarray(stored["value"], dtype=np.float64),
-                        {name: np.asarray(grad, dtype=np.float64)
-                         for name, grad in stored["grads"].items()})
+                        arrays("grads", np.float64), central=arrays("central", np.float64),
+                        crossing=arrays("crossing", np.int64))
 
 
 def _canonical(data: Any) -> str:
@@ -281,12 +313,13 @@ def _canonical(data: Any) -> str:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """`gradcheck key build`."""
     key = subparsers.add_parser("key", help="answer keys: grade without torch and jax",
-                                description="Answer keys hold torch's and jax's answers for a "
-                                            "bank, so that grading needs neither.")
+                                description="Answer keys hold the oracles' answers for a bank "
+                                            "(torch's, jax's, finite differences'), so that "
+                                            "grading needs none of them.")
     actions = key.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = actions.add_parser(
-        "build", help="run torch and jax once on a bank and write its answer key",
-        description="Run torch and jax on every exercise at the points SEED fixes, and write the "
+        "build", help="run the oracles once on a bank and write its answer key",
+        description="Run the oracles on every exercise at the points SEED fixes, and write the "
                     "key. Grade with `gradcheck grade --key FILE`; an exercise changed since is "
                     "refused by the key and graded live.")
     selection.add_arguments(p)

@@ -239,8 +239,8 @@ class Grader:
                    ) -> Outcome:
         if name in GRADIENT_CHECKS:
             points, jax_ahead = self._drawn(exercise, name)
-            return self._gradients(exercise, points, self._wanted(exercise, name), budget,
-                                   jax_ahead)
+            return self._gradients(exercise, name, points, self._wanted(exercise, name),
+                                   budget, jax_ahead)
         if name == "hessian":
             return self._hessian(exercise, budget)
         if name == "random_programs":
@@ -287,7 +287,8 @@ class Grader:
                 if name in (*GRADIENT_CHECKS, "hessian") and "jax" in self._wanted(exercise, name)]
 
     def _points(self, exercise: Exercise, name: str) -> list[dict[str, Any]]:
-        """Where a gradient check is graded: the key's points, or the exercise's for this seed."""
+        """Where a gradient or hessian check is graded: the key's points, or the exercise's for
+        this seed."""
         stored = self.key.points(exercise, name) if self.key is not None else None
         if stored is not None:
             return stored
@@ -349,13 +350,13 @@ class Grader:
                 self._ahead[key] = (points[number], results[index], place)
                 number += 1
 
-    def _gradients(self, exercise: Exercise, points: list[dict[str, Any]], wanted: list[str],
-                   budget: _Budget, early: tuple[Future, int] | None = None
+    def _gradients(self, exercise: Exercise, check: str, points: list[dict[str, Any]],
+                   wanted: list[str], budget: _Budget, early: tuple[Future, int] | None = None
                    ) -> Outcome:
         program = exercise.program
         # The oracles work while the worker does: on two cores, neither waits for the other.
         expected = self._in_background("gradcheck-oracles", self._oracle_results, exercise,
-                                       points, wanted, early)
+                                       check, points, wanted, early)
         reply = self._ask(exercise, {"kind": "gradients", "program": program.spec(),
                                      "points": points, "requires_grad": exercise.grad_names},
                           budget)
@@ -380,19 +381,28 @@ class Grader:
                                     # later check its time
                                     lambda request: self._ask(exercise, request, spare),
                                     exercise.tolerance.pair().analytic,
-                                    # torch's walk from the key where it holds one
+                                    # torch's walk from the key, which a keyed grading
+                                    # never walks itself
                                     None if self.key is None else
-                                    lambda index: self.key.walk(exercise, points, index))
+                                    lambda index: self.key.walk(exercise, check, points, index))
         return Outcome("failed", _with_hint(message, exercise, self._check), grading.author_notes,
                        grading.blocked_by)
 
     def _second_order_results(self, exercise: Exercise, points: list[dict[str, Any]],
                               early: tuple[Future, Future, int] | None
                               ) -> dict[str, oracles.OracleResult | oracles.Skipped]:
-        """The oracles' second derivatives at `points`: jax's from the helper's work ahead when
-        it succeeded, everything else (and jax otherwise) computed here."""
+        """The oracles' second derivatives at `points`: from the answer key, if there is one
+        that holds this exercise; else jax's from the helper's work ahead when it succeeded,
+        everything else (and jax otherwise) computed here."""
         wanted = self._wanted(exercise, "hessian")
         check = exercise.checks.hessian
+
+        def live(names: list[str]) -> dict[str, oracles.OracleResult | oracles.Skipped]:
+            return second_order.compute(exercise.program, points, exercise.grad_names,
+                                        check.vector, names)
+
+        if self.key is not None:
+            return self.key.oracle_results(exercise, "hessian", points, wanted, live)
         done: dict[str, oracles.OracleResult | oracles.Skipped] = {}
         if early is not None and "jax" in wanted:
             _, future, index = early
@@ -400,15 +410,14 @@ class Grader:
                 done["jax"] = future.result(helper_process.PATIENCE)[index]
             except Exception:  # the helper failed or is gone: jax runs here instead
                 pass
-        live = second_order.compute(exercise.program, points, exercise.grad_names, check.vector,
-                                    [name for name in wanted if name not in done])
-        return {name: done[name] if name in done else live[name] for name in wanted}
+        found = live([name for name in wanted if name not in done])
+        return {name: done[name] if name in done else found[name] for name in wanted}
 
     def _hessian(self, exercise: Exercise, budget: _Budget) -> Outcome:
-        """Second derivatives by double backward against the oracles' (always computed live:
-        an answer key holds no second-order results; torch and jax where installed)."""
+        """Second derivatives by double backward against the oracles' (from the answer key, or
+        computed live: torch and jax where installed)."""
         check = exercise.checks.hessian
-        points = exercise.check_points("hessian", sample_seed(self.seed, exercise.id))
+        points = self._points(exercise, "hessian")
         names = exercise.grad_names
         rows, _, labels = second_order.expand(points, second_order.directions(
             exercise.program, names, check.vector))
@@ -436,14 +445,17 @@ class Grader:
         return Outcome("failed", _with_hint(message, exercise, self._check), grading.author_notes,
                        grading.blocked_by)
 
-    def _oracle_results(self, exercise: Exercise, points: list[dict[str, Any]],
+    def _oracle_results(self, exercise: Exercise, check: str, points: list[dict[str, Any]],
                         wanted: list[str], early: tuple[Future, int] | None = None
                         ) -> dict[str, oracles.OracleResult | oracles.Skipped]:
-        """The oracles' values and gradients of the exercise's program at `points` (torch's and
-        jax's from the answer key, if there is one that holds this exercise; jax's from the work
-        done ahead, if it succeeded, else computed here as without it)."""
+        """The oracles' values and gradients of the exercise's program at `points` (from the
+        answer key, if there is one that holds this exercise; jax's from the work done ahead,
+        if it succeeded, else computed here as without it)."""
+        def live(names: list[str]) -> dict[str, oracles.OracleResult | oracles.Skipped]:
+            return oracles.compute(exercise.program, points, exercise.grad_names, names)
+
         if self.key is not None:
-            return self.key.oracle_results(exercise, points, wanted)
+            return self.key.oracle_results(exercise, check, points, wanted, live)
         done: dict[str, oracles.OracleResult | oracles.Skipped] = {}
         if early is not None and "jax" in wanted:
             future, index = early
@@ -451,9 +463,8 @@ class Grader:
                 done["jax"] = future.result()[index]
             except Exception:  # one program jax cannot run spoils its module: its check says so
                 pass
-        live = oracles.compute(exercise.program, points, exercise.grad_names,
-                               [name for name in wanted if name not in done])
-        return {name: done[name] if name in done else live[name] for name in wanted}
+        found = live([name for name in wanted if name not in done])
+        return {name: done[name] if name in done else found[name] for name in wanted}
 
     def _against_torch(self, exercise: Exercise, request: dict[str, Any], budget: _Budget,
                        verdict: Callable[[dict[str, Any], dict[str, Any], Exercise],

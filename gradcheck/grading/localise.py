@@ -67,8 +67,8 @@ def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, A
              requires_grad: Sequence[str], ask: Ask, tolerance: Tolerance,
              truth: Truth | None = None) -> str:
     """A failed gradients check's message: the finding at the first failing point (when there is
-    one), then the plain comparison. `truth(i)` gives torch's walk at point i (default: walked
-    here, with torch; an answer key holds some)."""
+    one), then the plain comparison. `truth(i)` gives torch's walk at point i, or None where it
+    has none, and then the point is not walked (default: walked here, with torch)."""
     return diagnose(grading, program, points, requires_grad, ask, tolerance, truth)[0]
 
 
@@ -82,8 +82,10 @@ def diagnose(grading: Grading, program: Program, points: Sequence[Mapping[str, A
     if not failed:
         return grading.message, {}
     known = truth(failed[0]) if truth is not None else None
-    finding = locate(program, points[failed[0]], requires_grad, ask, tolerance, known)
     detail: dict[str, Any] = {"point": dict(points[failed[0]])}
+    # given a `truth` that does not hold this point (an answer key's), nothing is walked here
+    finding = None if truth is not None and known is None else locate(
+        program, points[failed[0]], requires_grad, ask, tolerance, known)
     if finding is None:
         return grading.message, detail
     detail.update(node=finding.node, arg=finding.arg,
