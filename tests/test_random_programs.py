@@ -15,7 +15,15 @@ from hypothesis import given, settings
 from gradcheck import oracles
 from gradcheck.bank import domains
 from gradcheck.bank.bundled import reference_path
-from gradcheck.bank.random_programs import Drawn, makes_views, programs, sessions, smaller
+from gradcheck.bank.random_programs import (
+    Drawn,
+    Session,
+    makes_views,
+    programs,
+    sessions,
+    smaller,
+    smaller_sessions,
+)
 from gradcheck.course.mutants import CATALOGUE
 from gradcheck.course.mutation import mutate
 from gradcheck.engine import handler
@@ -131,6 +139,36 @@ def test_smaller_programs_are_each_earlier_value_and_each_operation_alone():
     assert ("a = x + 2\n", '{"x": 0.5}') in sources  # a prefix, at the same point
     assert ("a = x.tanh()\n", '{"x": -2.0}') in sources  # tanh alone at b's value, rounded
     assert ("a = x.tanh()\n", '{"x": -2.5}') in sources  # and exactly
+    program = parse("a = x * 4\nb = 2 ** a\n", {"x": None})
+    drawn = Drawn(program.source, {"x": None}, {"x": 0.3}, program)
+    sources = {(d.source, json.dumps(d.point)) for d in smaller(drawn)}
+    assert ("a = x * (-1)\nb = 2 ** a\n", '{"x": 0.3}') in sources  # a simpler number
+    assert ("a = x * 4\nb = 0.5 ** a\n", '{"x": 0.3}') in sources  # a simpler base
+    assert ("a = x * 4\nb = 2 ** a\n", '{"x": 0.0}') in sources  # a rounder point
+    assert not any(f"{base} ** a" in source for source, _ in sources
+                   for base in (3, 1.5))  # never a number less simple
+
+
+def test_a_session_shrinks_to_smaller_programs_with_its_steps_renamed():
+    program = parse("a = x.sin()\nb = a + y\nc = b * b\n", {"x": None, "y": None})
+    drawn = Drawn(program.source, {"x": None, "y": None}, {"x": 0.5, "y": 1.0}, program)
+    steps = ({"retain_grad": ["a"]}, {"backward": {"retain_graph": True},
+                                      "expect": ["grad.a", "grad.x", "grad.y"]},
+             {"zero_grad": ["y"], "expect": ["grad.x", "grad.y"]})
+    shrunk = {(s.drawn.source, json.dumps(s.steps), s.requires_grad)
+              for s in smaller_sessions(Session(drawn, steps, ("x",)))}
+    # the prefix `a = x.sin()`: y is gone, and so is the step on it
+    assert ("a = x.sin()\n", json.dumps([
+        {"retain_grad": ["a"]},
+        {"backward": {"retain_graph": True}, "expect": ["grad.a", "grad.x"]}]), ("x",)) in shrunk
+    # `b * b` alone: its operand b is now the input x, made with requires_grad
+    assert ("a = x * x\n", json.dumps([
+        {"backward": {"retain_graph": True}, "expect": ["grad.x"]}]), ("x",)) in shrunk
+    # `a + y` alone: a is the input x (a made value: tracked), y is still y (frozen)
+    assert ("a = x + y\n", json.dumps([
+        {"retain_grad": ["x"]},
+        {"backward": {"retain_graph": True}, "expect": ["grad.x", "grad.y"]},
+        {"zero_grad": ["y"], "expect": ["grad.x", "grad.y"]}]), ("x",)) in shrunk
 
 
 # --- the search ----------------------------------------------------------------------------------
@@ -152,12 +190,20 @@ def test_a_wrong_derivative_shrinks_to_the_one_operation_at_a_whole_number(tmp_p
     assert program.strip() in found.describe() and "expected" in found.describe()
 
 
-def test_a_behaviour_bug_shrinks_to_a_short_session(tmp_path):
-    result = fuzz_in_process(engine(tmp_path, "graph-never-freed"))
-    found = result.found
+@pytest.mark.parametrize("mutant, at_seed, steps, says", [
+    ("graph-never-freed", 1, 2, "torch raises RuntimeError"),
+    ("retain-graph-ignored", 0, 2, "torch raises nothing"),
+    ("grad-starts-at-zero", 0, 1, "torch gives None"),
+])
+def test_a_behaviour_bug_shrinks_to_one_operation_and_the_fewest_steps(tmp_path, mutant,
+                                                                        at_seed, steps, says):
+    """The session's program shrinks too (hypothesis alone left these at 2 and 4 operations),
+    to one operation at whole numbers, with only the steps the bug needs."""
+    found = fuzz_in_process(engine(tmp_path, mutant), at_seed=at_seed).found
     assert found is not None and found.kind == "behaviour"
-    assert found.operations <= 2 and len(found.session.steps) == 2
-    assert "torch raises RuntimeError" in found.message
+    assert found.operations == 1 and len(found.session.steps) == steps, found.describe()
+    assert all(float(v).is_integer() for v in found.drawn.point.values())
+    assert says in found.message
 
 
 @pytest.mark.slow

@@ -151,9 +151,9 @@ Line = tuple[str, str, set[str]]  # (variable, expression, the names it uses)
 
 def _assemble(lines: list[Line], inputs: dict[str, int | None]
               ) -> tuple[str, dict[str, int | None], dict[str, str]]:
-    """The source of the lines the last one depends on, the inputs they use, and each kept
-    input's new name: variables renamed a, b, c, ... in order, scalar inputs x, y, z, the 1-D
-    input v."""
+    """The source of the lines the last one depends on, the inputs they use, and the new name of
+    each kept input and variable: variables renamed a, b, c, ... in order, scalar inputs x, y, z,
+    the 1-D input v."""
     live = _live(lines)
     used = set().union(*(operands for _, _, operands in live))
     kept = [name for name, size in inputs.items() if size is None and name in used]
@@ -167,7 +167,8 @@ def _assemble(lines: list[Line], inputs: dict[str, int | None]
     source = "".join(f"{names_of.get(target, target)} = "
                      f"{re.sub(_IDENTIFIER, lambda m: names_of.get(m[0], m[0]), e)}\n"
                      for target, e, _ in live)
-    return source, renamed, {old: names_of[old] for old in kept + vectors}
+    return source, renamed, {old: names_of[old]
+                             for old in [*kept, *vectors, *(target for target, _, _ in live)]}
 
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -235,31 +236,47 @@ def _number(value: float) -> tuple[str, None]:
     return (text if value >= 0 else f"({text})"), None
 
 
+#: A name of a program -> its name in a program made smaller from it.
+Renaming = dict[str, str]
+
+
 def smaller(drawn: Drawn) -> list[Drawn]:
     """Programs simpler than `drawn` that may show the same difference, for a search to try
-    after hypothesis's shrinker: each earlier value as the output, at the same point; each
+    after hypothesis's shrinker (see :func:`shrinks`)."""
+    return [candidate for candidate, _ in shrinks(drawn)]
+
+
+def shrinks(drawn: Drawn) -> list[tuple[Drawn, Renaming]]:
+    """Programs simpler than `drawn`, in the order a shrink prefers them, each with what its
+    names were called in `drawn`: each earlier value as the output, at the same point; each
     operation alone on fresh inputs, at the values its operands had (and at those rounded to
-    whole numbers). hypothesis cannot reach these when it would have to change several choices
-    at once (drop the operations before a faulty one, and rewire it to an input)."""
+    whole numbers); then the same program with one number simpler; then at a point nearer
+    small whole numbers. hypothesis cannot reach the first ones when it would have to change
+    several choices at once (drop the operations before a faulty one, and rewire it to an
+    input), nor any of them for a behaviour session, whose steps are drawn after the program."""
     program = drawn.program
     values = _node_values(program, drawn.point)
     lines = [(target, expression, set(re.findall(_IDENTIFIER, expression)))
              for target, expression in (line.split(" = ", 1)
                                         for line in drawn.source.splitlines())]
-    found: list[Drawn] = []
+    found: list[tuple[Drawn, Renaming]] = []
     for number in range(len(lines) - 1):
         prefix = lines[:number + 1]
         if program.nodes[program.names[prefix[-1][0]]].size is not None:
             prefix.append(("t_sum", f"{prefix[-1][0]}.sum()", {prefix[-1][0]}))
         source, inputs, renamed = _assemble(prefix, dict(drawn.inputs))
-        found += _drawn(source, inputs, {new: drawn.point[old] for old, new in renamed.items()})
+        point = {new: drawn.point[old] for old, new in renamed.items() if old in drawn.inputs}
+        found += [(candidate, {old: new for old, new in renamed.items() if old in program.names})
+                  for candidate in _drawn(source, inputs, point)]
     for node_id, node in enumerate(program.nodes):
-        if node.op in OPS and len(drawn.source.splitlines()) > 1:
+        if node.op in OPS and len(lines) > 1:
             found += _alone(program, node_id, values)
-    return found
+    same = {name: name for name in program.names}
+    return found + [(candidate, same) for candidate in _simpler_numbers(drawn)
+                    + _nearer_points(drawn)]
 
 
-def _alone(program: Program, node_id: int, values: list[Any]) -> list[Drawn]:
+def _alone(program: Program, node_id: int, values: list[Any]) -> list[tuple[Drawn, Renaming]]:
     """Operation `node_id` on inputs of its own, at its operands' values and rounded ones."""
     node = program.nodes[node_id]
     op = OPS[node.op]
@@ -292,9 +309,64 @@ def _alone(program: Program, node_id: int, values: list[Any]) -> list[Drawn]:
     if node.size is not None:
         lines.append(("t1", "t0.sum()", {"t0"}))
     source, used, renamed = _assemble(lines, inputs)
-    at = {new: point[old] for old, new in renamed.items()}
+    at = {new: point[old] for old, new in renamed.items() if old in point}
     rounded = {name: (np.round(value) + 0.0).tolist() for name, value in at.items()}
-    return _drawn(source, used, rounded) + _drawn(source, used, at)
+    names = {program.nodes[arg].name: renamed[temporary] for arg, temporary in names_of.items()}
+    names[node.name] = renamed["t0"]
+    return [(candidate, names) for candidate in _drawn(source, used, rounded)
+            + _drawn(source, used, at)]
+
+
+#: A number in a program's text: `2`, `0.5`, `(-1)` (not an index, not part of a name).
+_CONSTANT = re.compile(r"\(-\d+(?:\.\d+)?\)|(?<![\w.\[])\d+(?:\.\d+)?(?![\w.\]])")
+
+
+def simplicity(value: float) -> float:
+    """How far a number is from simple: its size, and 1 more when it is not whole."""
+    return abs(value) + (not float(value).is_integer())
+
+
+def _simpler_numbers(drawn: Drawn) -> list[Drawn]:
+    """The program with one of its numbers replaced by a simpler one of the same list (a base
+    of `c ** a` by a simpler base, an exponent by a simpler exponent), where it is safe."""
+    lines = drawn.source.splitlines()
+    found: list[Drawn] = []
+    for number, line in enumerate(lines):
+        target, expression = line.split(" = ", 1)
+        for match in _CONSTANT.finditer(expression):
+            value = float(match[0].strip("()"))
+            choices = (BASES if expression[match.end():].lstrip().startswith("**")
+                       else EXPONENTS if expression[:match.start()].rstrip().endswith("**")
+                       else NUMBERS)
+            for simpler in sorted(choices, key=simplicity):
+                if simplicity(simpler) < simplicity(value):
+                    text = f"{expression[:match.start()]}{_number(simpler)[0]}" \
+                           f"{expression[match.end():]}"
+                    source = "".join(f"{other}\n" for other in
+                                     [*lines[:number], f"{target} = {text}", *lines[number + 1:]])
+                    found += _drawn(source, dict(drawn.inputs), drawn.point)
+    return found
+
+
+def _nearer_points(drawn: Drawn) -> list[Drawn]:
+    """The program at points nearer small whole numbers: every value rounded; one value
+    rounded, or a whole one moved one towards 0."""
+    def whole(value: float) -> float:
+        return float(np.round(value)) + 0.0
+
+    rounded = {name: [whole(v) for v in value] if isinstance(value, list) else whole(value)
+               for name, value in drawn.point.items()}
+    points = [rounded] if rounded != drawn.point else []
+    for name, value in drawn.point.items():
+        for index, v in enumerate(value if isinstance(value, list) else [value]):
+            nearer = whole(v) if v != whole(v) else v - float(np.sign(v))
+            if nearer == v:
+                continue
+            if isinstance(value, list):
+                points.append({**drawn.point, name: [*value[:index], nearer, *value[index + 1:]]})
+            else:
+                points.append({**drawn.point, name: nearer})
+    return [d for point in points for d in _drawn(drawn.source, dict(drawn.inputs), point)]
 
 
 def _drawn(source: str, inputs: dict[str, int | None], point: dict[str, Any]) -> list[Drawn]:
@@ -410,3 +482,67 @@ def sessions(draw: st.DrawFn, ops: Sequence[str] | None = None, max_operations: 
             steps.append({"backward": {}, "expect": watch})
     return Session(drawn, tuple(steps), tuple(n for n in inputs if n not in frozen))
 
+
+
+def looks_at_views(session: Session) -> bool:
+    """Whether the session runs its program under `no_grad()` where that makes torch views
+    that require grad (:func:`makes_views`): such a session is never drawn or tried."""
+    return any((step.get("forward") or {}).get("no_grad") for step in session.steps) \
+        and makes_views(session.drawn.program, session.requires_grad)
+
+
+def smaller_sessions(session: Session) -> list[Session]:
+    """The session's steps on each program that :func:`shrinks` its own, renamed to match: a
+    step on a value the smaller program does not have is left out, and the gradients watched
+    are the new program's inputs'. An input of the smaller program is made with requires_grad
+    unless it was one made without."""
+    old = session.drawn
+    frozen = set(old.inputs) - set(session.requires_grad)
+    found = []
+    for drawn, names in shrinks(old):
+        names = {old.output: drawn.output, **names}
+        tracked = tuple(new for new in drawn.inputs
+                        if not any(names.get(name) == new for name in frozen))
+        steps = tuple(step for step in (_renamed(step, old, drawn, names)
+                                        for step in session.steps) if step is not None)
+        smaller_session = Session(drawn, steps, tracked)
+        if not looks_at_views(smaller_session):
+            found.append(smaller_session)
+    return found
+
+
+def _renamed(step: dict[str, Any], old: Drawn, new: Drawn, names: Renaming
+             ) -> dict[str, Any] | None:
+    """`step` of a session on `old` as a step on `new`, or None if what it acts on is gone."""
+    def rename(name: str) -> str | None:  # a name `old` does not have (d0, of a detach) stays
+        return names.get(name) if name in old.program.names else name
+
+    action = next(key for key in step if key != "expect")
+    args = step[action]
+    if action in ("zero_grad", "retain_grad"):
+        args = [renamed for renamed in map(rename, args) if renamed]
+    elif action == "requires_grad":
+        args = {renamed: flag for renamed, flag in
+                ((rename(name), flag) for name, flag in args.items()) if renamed}
+    elif action == "detach" or action == "backward" and "of" in args:
+        target = rename(args["of"])
+        if target is None or action == "backward" and _size_of(new, target) != _size_of(
+                old, args["of"]):
+            return None
+        args = {**args, "of": target}
+    if not args and action != "backward" and action != "forward":
+        return None
+    if "expect" not in step:
+        return {action: args}
+    watched = {f"grad.{name}" for name in old.inputs}
+    expect = [f"{field}.{renamed}" for field, renamed in
+              ((field, rename(name)) for field, name in
+               (item.split(".", 1) for item in step["expect"] if item not in watched))
+              if renamed]
+    if watched & set(step["expect"]):
+        expect += [f"grad.{name}" for name in new.inputs]
+    return {action: args, "expect": list(dict.fromkeys(expect))}
+
+
+def _size_of(drawn: Drawn, name: str) -> int | None:
+    return drawn.program.nodes[drawn.program.names[name]].size

@@ -29,7 +29,15 @@ from gradcheck import oracles as oracle_modules
 from gradcheck.bank import bundled
 from gradcheck.bank.domains import cache_outside_cwd
 from gradcheck.bank.models import Step
-from gradcheck.bank.random_programs import Drawn, Session, makes_views, sessions, smaller
+from gradcheck.bank.random_programs import (
+    Drawn,
+    Session,
+    looks_at_views,
+    sessions,
+    simplicity,
+    smaller,
+    smaller_sessions,
+)
 from gradcheck.bank.tolerances import Tolerances
 from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Failure
@@ -186,17 +194,15 @@ def _reduce(best: Finding, judge: _Judge) -> Finding:
 
 
 def _simpler(case: Session) -> list[Session]:
-    """Cases simpler than `case`: a session with one step (or one frozen input) fewer; a plain
-    program `smaller` than it."""
+    """Cases simpler than `case`: a plain program `smaller` than it; a session on a smaller
+    program, with one step (or one frozen input) fewer."""
     if not case.steps:
         return [Session(drawn, (), tuple(drawn.inputs)) for drawn in smaller(case.drawn)]
     fewer = [Session(case.drawn, case.steps[:i] + case.steps[i + 1:], case.requires_grad)
              for i in range(len(case.steps))]
-    no_grad = any((step.get("forward") or {}).get("no_grad") for step in case.steps)
-    thawed = [(*case.requires_grad, name) for name in case.drawn.inputs
-              if name not in case.requires_grad]
-    return fewer + [Session(case.drawn, case.steps, tracked) for tracked in thawed
-                    if not (no_grad and makes_views(case.drawn.program, tracked))]
+    thawed = [Session(case.drawn, case.steps, (*case.requires_grad, name))
+              for name in case.drawn.inputs if name not in case.requires_grad]
+    return smaller_sessions(case) + fewer + [s for s in thawed if not looks_at_views(s)]
 
 
 class _Differs(Exception):
@@ -330,8 +336,7 @@ def _kind(grading: Grading, reply: Mapping[str, Any], output: str) -> str:
 def _size(case: Session) -> tuple[float, ...]:
     """How simple a case is: operations, steps, then its numbers, then its point."""
     nodes = case.drawn.program.nodes
-    constants = [abs(n.value) + (not float(n.value).is_integer()) for n in nodes
-                 if n.op == "const"]
+    constants = [simplicity(n.value) for n in nodes if n.op == "const"]
     values = [float(v) for value in case.drawn.point.values()
               for v in (value if isinstance(value, list) else [value])]
     return (case.drawn.operations, len(case.steps),
