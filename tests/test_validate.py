@@ -82,24 +82,71 @@ def test_a_named_file_without_the_suffix_is_reported(tmp_path):
         "name the file *.exercise.yaml, or the bank will not collect it"]
 
 
-@pytest.mark.parametrize("program, avoid, flagged", [
-    ("y = relu(x)", "[]", True),
-    ("y = x.abs() * 2", "[]", True),
-    ("y = 1 / x", "[]", True),
-    ("y = relu(x)", "[0]", False),
-    ("y = x / 2", "[]", False),
-    ("y = relu(x - 1)", "[]", False),  # the kink is at x = 1: the oracles' agreement judges it
+@pytest.mark.parametrize("program, avoid, fix", [
+    ("y = relu(x)", "[]", "add 0 to `avoid`"),
+    ("y = x.abs() * 2", "[]", "add 0 to `avoid`"),
+    ("y = 1 / x", "[]", "add 0 to `avoid`"),
+    ("y = relu(x)", "[0]", None),
+    ("y = x / 2", "[]", None),
+    # on any operation's argument, found wherever the sampler happens to draw
+    ("y = relu(x - 1)", "[]", "add 1 to `avoid`"),
+    ("y = relu(x - 1)", "[1]", None),
+    ("y = 1 / (x * x - 1)", "[]", "add -1, 1 to `avoid`"),
 ])
-def test_sampled_domain_must_avoid_kinks_and_poles_of_an_input(tmp_path, program, avoid, flagged):
+def test_sampled_domain_must_avoid_kinks_and_poles(tmp_path, program, avoid, fix):
     path = tmp_path / f"k{SUFFIX}"
     path.write_text(f"id: k\ntitle: K\ntopic: t\npoints: 1\ninputs:\n"
-                    f"  x: {{value: 1.0, domain: {{low: -2, high: 2, avoid: {avoid}}}}}\n"
+                    f"  x: {{value: 1.5, domain: {{low: -2, high: 2, avoid: {avoid}}}}}\n"
                     f"program: |\n  {program}\nchecks: {{sampled: {{}}}}\n")
     problems = domain_problems(load_exercise(path))
-    assert bool(problems) == flagged
-    if flagged:
+    assert len(problems) == (fix is not None)
+    if fix:
         assert problems[0].line == 6 and problems[0].field == "inputs.x.domain"
-        assert "add 0 to `avoid`" in problems[0].message
+        assert fix in problems[0].message
+
+
+SAMPLED = """\
+id: k
+title: K
+topic: t
+points: 1
+inputs:
+  u: {value: 0.25, domain: {low: -1, high: 1}}
+  x: {value: 2.5, domain: {low: -1, high: 3}}
+program: |
+  a = (u - 0.5).abs()
+  b = (x - 2).log()
+  z = a + b / (x - u)
+checks: {sampled: {}}
+"""
+
+
+def test_each_kink_pole_and_edge_is_said_once_with_its_place_and_fix(tmp_path):
+    """The issue's examples, each said once, where the fix goes: a domain, or the program's
+    line when its argument depends on several inputs."""
+    problems = domain_problems(_exercise(tmp_path, SAMPLED))
+    assert [(p.line, p.field, p.message) for p in problems] == [
+        (6, "inputs.u.domain", "`(u - 0.5).abs()` (program line 1) has a kink where its argument "
+                               "`u - 0.5` is 0, and it reaches 0 over the domain of u (-1, 1), at "
+                               "u = 0.5; add 0.5 to `avoid`, narrow the domain, or set "
+                               "`convention: torch` to grade the points near it as torch does"),
+        (7, "inputs.x.domain", "`(x - 2).log()` (program line 2) needs its argument `x - 2` > 0, "
+                               "but it reaches -2.95 over the domain of x (-1, 3) (at x = -0.95); "
+                               "narrow the domain so that it stays above 0 (it is 0 at x = 2)"),
+        (11, "program", "`b / (x - u)` (program line 3) has a pole where its denominator "
+                        "`x - u` is 0, and it reaches 0 over the domains of u (-1, 1), x (-1, 3) "
+                        "(near u = -0.95, x = -0.95); narrow the domains")]
+    # a convention grades the points near a kink; nothing grades a pole or a log of -1
+    fields = [p.field for p in domain_problems(_exercise(tmp_path, SAMPLED +
+                                                         "convention: torch\n"))]
+    assert fields == ["inputs.x.domain", "program"]
+
+
+def test_a_hessians_drawn_points_are_checked_too(tmp_path):
+    text = SAMPLED.replace("checks: {sampled: {}}", "checks: {hessian: {count: 4}}")
+    assert len(domain_problems(_exercise(tmp_path, text))) == 3
+    listed_only = SAMPLED.replace("checks: {sampled: {}}", "checks: {hessian: {}}")
+    assert domain_problems(_exercise(tmp_path, listed_only)) == []
 
 
 def test_domains_only_matter_to_a_sampled_check(tmp_path):
@@ -155,11 +202,14 @@ def test_a_listed_point_where_oracles_disagree_is_shown(tmp_path):
     assert agreement_problems(_exercise(tmp_path, text + "convention: torch\n")) == []
 
 
-def test_sampling_into_a_domain_edge_is_shown(tmp_path):
+def test_sampling_into_a_domain_edge_is_said_once(tmp_path):
+    """log over (-1, 2) is one problem of the domain, not a disagreement at each drawn point."""
     text = ABS.replace("abs(x) * 3", "log(x)").replace("low: -2", "low: -1")
-    problems = agreement_problems(_exercise(tmp_path, text + "checks: {sampled: {count: 10}}\n"))
-    assert problems and all(p.field == "checks.sampled" for p in problems)
-    assert "(domain edge or pole)" in problems[0].message
+    exercise = _exercise(tmp_path, text + "checks: {sampled: {count: 10}}\n")
+    [problem] = domain_problems(exercise)
+    assert problem.message.startswith("`log(x)` (program line 1) needs its argument `x` > 0, "
+                                      "but it reaches -0.95 over the domain of x (-1, 2)")
+    assert agreement_problems(exercise) == []
     fixed = text.replace("low: -1", "low: 0.5")
     assert agreement_problems(_exercise(tmp_path, fixed + "checks: {sampled: {}}\n")) == []
 

@@ -2,7 +2,8 @@
 
 Static checks, which run nothing: every file loads (YAML, schema, program, names, points), ids are
 unique, each file is named `*.exercise.yaml` and starts with the schema line that editors use,
-and sampled domains keep clear of the kinks and poles of operations applied to an input. Then the
+and sampled domains keep every operation's argument clear of its kink, pole or domain edge
+(gradcheck.bank.reach). Then the
 oracles: at the listed points and over each domain the three oracles agree (a disagreement is
 classified and shown, unless the exercise grades it by a `convention`), and hand-derived answers
 equal what they compute. Last, the reference engine is graded on every exercise and must pass
@@ -15,12 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from gradcheck import oracles
-from gradcheck.bank import selection
+from gradcheck.bank import reach, selection
 from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
 from gradcheck.bank.loader import exercise_files, load_bank, path_list
 from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
@@ -28,7 +29,7 @@ from gradcheck.bank.problems import Problem
 from gradcheck.bank.schema import SCHEMA_COMMENT, schema_comment
 from gradcheck.grading import compare
 from gradcheck.oracles import second_order
-from gradcheck.program.ops import OPS
+from gradcheck.program.ops import EDGE, KINK
 
 Check = Callable[[Exercise], list[Problem]]
 
@@ -98,40 +99,85 @@ def file_problems(file: Path) -> list[Problem]:
 
 
 def domain_problems(exercise: Exercise) -> list[Problem]:
-    """Sampled domains must avoid the kinks and poles of operations applied to an input.
-
-    Points where an operation is not differentiable are those its argument's sampling interval
-    avoids in the table of operations (0 for relu, abs and a denominator).
-    """
-    if exercise.checks.sampled is None:
+    """Sampled points must keep clear of every kink, pole and domain edge, on any operation's
+    argument (gradcheck.bank.reach: interval bounds over the program, each confirmed by a point
+    of the domain). A kink is allowed under `convention: torch`, which grades the points near it
+    as torch does; a pole or an edge never is."""
+    margins = [check.margin for check in (exercise.checks.sampled, exercise.checks.hessian)
+               if check is not None and check.count]
+    domains = {name: spec.domain.interval() for name, spec in exercise.inputs.items()
+               if spec.domain is not None}
+    if not margins or not domains:
         return []
-    program, problems = exercise.program, []
-    for node in program.nodes:
-        if node.op not in OPS:
-            continue
-        for arg, interval in zip(node.args, OPS[node.op].domains):
-            leaf = program.nodes[arg]
-            domain = exercise.inputs[leaf.name].domain if leaf.op == "input" else None
-            if domain is None:
-                continue
-            for point in interval.avoid:
-                if domain.low < point < domain.high and point not in domain.avoid:
-                    problems.append(exercise.problem(
-                        ("inputs", leaf.name, "domain"),
-                        f"`{node.text}` (program line {node.line}) has no derivative at "
-                        f"{leaf.name} = {point:g}, inside this domain; add {point:g} to `avoid`"))
-    return problems
+    found = reach.reached(exercise.program, exercise.values_at(SEED), domains, min(margins))
+    return [_reached_problem(exercise, hit) for hit in found
+            if not (hit.kind == KINK and exercise.convention)]
+
+
+def _reached_problem(exercise: Exercise, hit: reach.Reached) -> Problem:
+    """One problem per operation: what it needs, where its argument goes, and what to change."""
+    node, argument = hit.node, hit.argument
+    at = f"{hit.edge.at:g}"
+    role = f"its {hit.edge.role} `{argument.text}`"
+    one = hit.inputs[0] if len(hit.inputs) == 1 else None
+    over = (f"the domain of {one} {_shown(exercise, one)}" if one else
+            "the domains of " + ", ".join(f"{n} {_shown(exercise, n)}" for n in hit.inputs)
+            if hit.inputs else "the inputs' values")
+    where = f"`{node.text}` (program line {node.line})"
+    roots = ", ".join(f"{r:g}" for r in hit.roots)
+    if hit.kind == EDGE:
+        fix = f"narrow the domain so that it stays above {at}" if hit.inputs else \
+            "change the values"
+        text = (f"{where} needs {role} > {at}, but it reaches {hit.lowest + 0.0:.4g} over "
+                f"{over}{_point(hit.witness, ' (at {})')}; {fix}")
+        text += f" (it is {at} at {one} = {roots})" if roots else ""
+    else:
+        what = "a kink" if hit.kind == KINK else "a pole"
+        text = f"{where} has {what} where {role} is {at}, and it reaches {at} over {over}"
+        text += f", at {one} = {roots}" if roots else _point(hit.witness, " (near {})")
+        fixes = [f"add {roots} to `avoid`"] if roots else []
+        fixes.append("narrow the domain" + ("s" * (one is None)))
+        if hit.kind == KINK:
+            fixes.append("set `convention: torch` to grade the points near it as torch does")
+        text += "; " + (", ".join(fixes[:-1]) + ", or " if len(fixes) > 1 else "") + fixes[-1]
+    if one is not None:
+        return exercise.problem(("inputs", one, "domain"), text)
+    line = exercise.line_of("program")
+    if exercise._source is not None:
+        line, _ = exercise._source.text_position(("program",), node.line, node.column)
+    return Problem(exercise._file, line, "program", text)
+
+
+def _shown(exercise: Exercise, name: str) -> str:
+    domain = exercise.inputs[name].domain
+    avoid = f" avoiding {', '.join(f'{a:g}' for a in domain.avoid)}" if domain.avoid else ""
+    return f"({domain.low:g}, {domain.high:g}){avoid}"
+
+
+def _point(point: dict[str, Any], form: str) -> str:
+    """`point` in `form` (" (at {})"), or nothing for no point."""
+    shown = ", ".join(f"{name} = {_number(v)}" for name, v in point.items())
+    return form.format(shown) if shown else ""
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, list):
+        return f"[{', '.join(f'{v:.6g}' for v in value)}]"
+    return f"{value:.6g}"
 
 
 def agreement_problems(exercise: Exercise) -> list[Problem]:
-    """Where the oracles disagree at the listed points and at points drawn from the domains."""
+    """Where the oracles disagree at the listed points and at points drawn from the domains
+    (not at drawn points when a kink, pole or edge in the domains was already reported: it is
+    what they would show, many times over)."""
     problems = []
+    reached = bool(domain_problems(exercise))
     if exercise.checks.gradients:
         agreement = _agreement(exercise, exercise.check_points("gradients"),
                                exercise.checks.gradients.oracles)
         problems += _disagreements(exercise, agreement, lambda i: (
             ("checks", "gradients", "points", i - 1) if i else ("inputs",)), "move the point")
-    if exercise.checks.sampled:
+    if exercise.checks.sampled and not reached:
         agreement = _agreement(exercise, exercise.check_points("sampled", SEED),
                                exercise.checks.sampled.oracles)
         problems += _disagreements(exercise, agreement, lambda i: ("checks", "sampled"),
@@ -139,6 +185,8 @@ def agreement_problems(exercise: Exercise) -> list[Problem]:
     if exercise.checks.hessian:
         check = exercise.checks.hessian
         points = exercise.check_points("hessian", SEED)
+        if reached:  # the inputs' values and the listed points only
+            points = points[:1 + len(check.points)]
         names = exercise.grad_names
         rows, _, labels = second_order.expand(points, second_order.directions(
             exercise.program, names, check.vector))

@@ -17,7 +17,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from gradcheck.program.ops import BINARY_BY_SYMBOL, CALLABLE, OPS, REDUCTION, Op, fold_constant
+from gradcheck.program.ops import (
+    BINARY_BY_SYMBOL,
+    CALLABLE,
+    OPS,
+    REDUCTION,
+    Edge,
+    Op,
+    fold_constant,
+)
 
 MAX_SOURCE_CHARS = 20_000
 MAX_NODES = 200_000
@@ -376,22 +384,23 @@ def evaluate(program: Program, leaves: Mapping[str, Any], apply: Apply,
     return values
 
 
-#: operation -> the argument whose crossing of 0 is a pole or a domain edge
-EDGES = {"log": 0, "sqrt": 0, "div": 1, "pow": 0}
-
-
 def critical_argument(program: Program, op: Op, args: list[Any], node: Node) -> Any:
     """The quantity whose sign change marks a kink, pole or edge of this node, if it has one
-    (finite differences read where a stencil crosses one; random programs keep clear of it)."""
-    if op.kinks:  # the table's kinked operations (relu, abs) have one kink each
-        return args[0] - op.kinks[0]
-    if op.name not in EDGES:
+    (finite differences read where a stencil crosses one; random programs keep clear of it):
+    the argument the table's edge is on, less the edge's point."""
+    for edge in op.edges:  # at most one per operation in the table
+        if edge.kind_for(constant_operand(program, node, edge)) is not None:
+            return args[edge.arg] - edge.at
+    return None
+
+
+def constant_operand(program: Program, node: Node, edge: Edge) -> float | None:
+    """The value of the operation's other argument, when that is a constant (the exponent of
+    `x ** 2`), else None."""
+    if len(node.args) != 2:
         return None
-    if op.name == "pow":
-        exponent = program.nodes[node.args[1]]
-        if exponent.op == "const" and exponent.value >= 0 and exponent.value.is_integer():
-            return None  # a polynomial: smooth through 0
-    return args[EDGES[op.name]]
+    other = program.nodes[node.args[1 - edge.arg]]
+    return other.value if other.op == "const" else None
 
 
 def engine_apply(op: Op, args: list[Any], node: Node) -> Any:

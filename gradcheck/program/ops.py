@@ -32,6 +32,33 @@ class Interval:
     avoid: tuple[float, ...] = ()
 
 
+#: Kinds of point where an operation has no derivative (see :class:`Edge`).
+KINK, POLE, EDGE = "kink", "pole", "domain edge"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A value of one argument where an operation has no derivative: a kink (a corner, as relu
+    and abs have at 0), a pole (a denominator at 0) or a domain edge (the argument must stay
+    above `at`, as log's and sqrt's must stay above 0)."""
+
+    kind: str
+    arg: int = 0
+    at: float = 0.0
+    #: what the argument is called in messages: "the denominator `x - 1`"
+    role: str = "argument"
+    #: the kind when the other argument is a constant c (None: no edge for that c)
+    by_constant: Callable[[float], str | None] | None = None
+
+    def kind_for(self, constant: float | None) -> str | None:
+        """The kind of this edge when the operation's other argument is the number `constant`
+        (None when it is not a constant): `x ** 2` has none, `x ** -1` a pole, `x ** 0.5` an
+        edge."""
+        if constant is None or self.by_constant is None:
+            return self.kind
+        return self.by_constant(constant)
+
+
 @dataclass(frozen=True)
 class Op:
     """One protocol operation: how to apply it to protocol tensors and to arrays."""
@@ -46,10 +73,19 @@ class Op:
     symbol: str = ""
     #: sampling domain for each argument, used by tests and property checks.
     domains: tuple[Interval, ...] = ()
-    #: points where the derivative is a convention, not a limit (oracles may disagree there).
-    kinks: tuple[float, ...] = ()
+    #: where an argument loses the derivative (a kink, pole or domain edge; oracles may disagree
+    #: there, finite differences cannot judge it)
+    edges: tuple[Edge, ...] = ()
+    #: bounds of the result from bounds of the arguments: `bound(xp, (lo, hi), ...)` gives
+    #: (lo, hi), arrays of the namespace `xp` (interval arithmetic; conservative, never narrow)
+    bound: Callable[..., tuple[Any, Any]] | None = None
     doc: str = ""
     aliases: tuple[str, ...] = field(default=())
+
+    @property
+    def kinks(self) -> tuple[float, ...]:
+        """Points where the derivative is a convention, not a limit (torch and jax may differ)."""
+        return tuple(edge.at for edge in self.edges if edge.kind == KINK)
 
 
 def _method(name: str) -> Callable[[Any], Any]:
@@ -65,40 +101,131 @@ def _relu(xp: Any, a: Any) -> Any:
     return xp.where(a > 0, a, 0.0 * a)
 
 
+# --- interval rules: bounds of a result from bounds (lo, hi) of the arguments ---------------------
+
+Bounds = tuple[Any, Any]
+
+
+def _rising(f: Callable[..., Any]) -> Callable[..., Bounds]:
+    """The rule of an increasing function: the ends map to the ends."""
+    return lambda xp, a: (f(xp, a[0]), f(xp, a[1]))
+
+
+def _hull(xp: Any, *values: Any) -> Bounds:
+    """The smallest and largest of `values`, a nan (0 * inf) left out."""
+    lo = hi = values[0]
+    for v in values[1:]:
+        lo, hi = xp.fmin(lo, v), xp.fmax(hi, v)
+    return lo, hi
+
+
+def _mul_bound(xp: Any, a: Bounds, b: Bounds) -> Bounds:
+    return _hull(xp, a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+
+
+def _div_bound(xp: Any, a: Bounds, b: Bounds) -> Bounds:
+    lo, hi = _mul_bound(xp, a, (1.0 / b[1], 1.0 / b[0]))
+    spans_zero = (b[0] <= 0) & (b[1] >= 0)
+    return xp.where(spans_zero, -math.inf, lo), xp.where(spans_zero, math.inf, hi)
+
+
+def _pow_bound(xp: Any, a: Bounds, b: Bounds) -> Bounds:
+    """A whole-number exponent c (a constant): the ends' powers, and 0 (or a pole) where the
+    base spans 0. Any other: a positive base makes a ** b monotone in each argument, so the
+    corners bound it; a base that reaches below 0 leaves it unbounded (and nan there)."""
+    (alo, ahi), (blo, bhi) = a, b
+    whole = (blo == bhi) & (xp.floor(blo) == blo)
+    ends_lo, ends_hi = _hull(xp, alo ** blo, ahi ** blo)
+    even = xp.fmod(blo, 2.0) == 0
+    whole_lo = xp.where((alo < 0) & (ahi > 0) & even & (blo > 0), 0.0, ends_lo)
+    pole = (alo <= 0) & (ahi >= 0) & (blo < 0)  # infinite on either side of 0
+    whole_lo = xp.where(pole, -math.inf, whole_lo)
+    whole_hi = xp.where(pole, math.inf, ends_hi)
+    low = xp.maximum(alo, 0.0)
+    any_lo, any_hi = _hull(xp, low ** blo, low ** bhi, ahi ** blo, ahi ** bhi)
+    any_lo = xp.where(alo < 0, -math.inf, any_lo)
+    any_hi = xp.where(alo < 0, math.inf, any_hi)
+    return xp.where(whole, whole_lo, any_lo), xp.where(whole, whole_hi, any_hi)
+
+
+def _sin_bound(xp: Any, a: Bounds, shift: float = 0.0) -> Bounds:
+    """sin over [lo, hi]: the ends, or 1 (-1) where a crest (trough) lies between them."""
+    lo, hi = a[0] + shift, a[1] + shift
+    turn = 2 * math.pi
+    finite = xp.isfinite(lo) & xp.isfinite(hi)
+    safe_lo, safe_hi = xp.where(finite, lo, 0.0), xp.where(finite, hi, 0.0)
+    crest = xp.floor((safe_hi - math.pi / 2) / turn) * turn + math.pi / 2 >= safe_lo
+    trough = xp.floor((safe_hi + math.pi / 2) / turn) * turn - math.pi / 2 >= safe_lo
+    ends_lo, ends_hi = _hull(xp, xp.sin(safe_lo), xp.sin(safe_hi))
+    return (xp.where(trough | ~finite, -1.0, ends_lo), xp.where(crest | ~finite, 1.0, ends_hi))
+
+
+def _abs_bound(xp: Any, a: Bounds) -> Bounds:
+    spans_zero = (a[0] < 0) & (a[1] > 0)
+    lo, hi = _hull(xp, xp.abs(a[0]), xp.abs(a[1]))
+    return xp.where(spans_zero, 0.0, lo), hi
+
+
+def _power_base(c: float) -> str | None:
+    """The base's edge for a constant exponent c: none for a whole c >= 0 (a polynomial), a
+    pole for a whole c < 0, else a domain edge (a real power needs a positive base)."""
+    return (None if c >= 0 else POLE) if float(c).is_integer() else EDGE
+
+
 _ANY = Interval()
 _POSITIVE = Interval(0.05, 4.0)
 _NONZERO = Interval(-3.0, 3.0, avoid=(0.0,))
 _KINKED = Interval(-3.0, 3.0, avoid=(0.0,))
+_KINK = (Edge(KINK),)
+_ABOVE_ZERO = (Edge(EDGE),)
+_SAME: Callable[..., Bounds] = lambda xp, a: a  # noqa: E731
 
 OPS: dict[str, Op] = {
     op.name: op
     for op in [
-        Op("add", BINARY, 2, lambda a, b: a + b, lambda xp, a, b: a + b, "+", (_ANY, _ANY)),
-        Op("sub", BINARY, 2, lambda a, b: a - b, lambda xp, a, b: a - b, "-", (_ANY, _ANY)),
-        Op("mul", BINARY, 2, lambda a, b: a * b, lambda xp, a, b: a * b, "*", (_ANY, _ANY)),
-        Op("div", BINARY, 2, lambda a, b: a / b, lambda xp, a, b: a / b, "/", (_ANY, _NONZERO)),
+        Op("add", BINARY, 2, lambda a, b: a + b, lambda xp, a, b: a + b, "+", (_ANY, _ANY),
+           bound=lambda xp, a, b: (a[0] + b[0], a[1] + b[1])),
+        Op("sub", BINARY, 2, lambda a, b: a - b, lambda xp, a, b: a - b, "-", (_ANY, _ANY),
+           bound=lambda xp, a, b: (a[0] - b[1], a[1] - b[0])),
+        Op("mul", BINARY, 2, lambda a, b: a * b, lambda xp, a, b: a * b, "*", (_ANY, _ANY),
+           bound=_mul_bound),
+        Op("div", BINARY, 2, lambda a, b: a / b, lambda xp, a, b: a / b, "/", (_ANY, _NONZERO),
+           edges=(Edge(POLE, 1, role="denominator"),), bound=_div_bound),
         Op("pow", BINARY, 2, lambda a, b: a**b, lambda xp, a, b: a**b, "**",
-           (_POSITIVE, Interval(-2.0, 3.0))),
-        Op("neg", UNARY, 1, lambda a: -a, lambda xp, a: -a, "-", (_ANY,)),
-        Op("exp", FUNCTION, 1, _method("exp"), lambda xp, a: xp.exp(a), domains=(_ANY,)),
-        Op("log", FUNCTION, 1, _method("log"), lambda xp, a: xp.log(a), domains=(_POSITIVE,)),
-        Op("tanh", FUNCTION, 1, _method("tanh"), lambda xp, a: xp.tanh(a), domains=(_ANY,)),
-        Op("sigmoid", FUNCTION, 1, _method("sigmoid"), _sigmoid, domains=(_ANY,)),
-        Op("relu", FUNCTION, 1, _method("relu"), _relu, domains=(_KINKED,), kinks=(0.0,)),
-        Op("sin", FUNCTION, 1, _method("sin"), lambda xp, a: xp.sin(a), domains=(_ANY,)),
-        Op("cos", FUNCTION, 1, _method("cos"), lambda xp, a: xp.cos(a), domains=(_ANY,)),
-        Op("sqrt", FUNCTION, 1, _method("sqrt"), lambda xp, a: xp.sqrt(a), domains=(_POSITIVE,)),
+           (_POSITIVE, Interval(-2.0, 3.0)),
+           edges=(Edge(EDGE, 0, role="base", by_constant=_power_base),),
+           bound=_pow_bound),
+        Op("neg", UNARY, 1, lambda a: -a, lambda xp, a: -a, "-", (_ANY,),
+           bound=lambda xp, a: (-a[1], -a[0])),
+        Op("exp", FUNCTION, 1, _method("exp"), lambda xp, a: xp.exp(a), domains=(_ANY,),
+           bound=_rising(lambda xp, a: xp.exp(a))),
+        Op("log", FUNCTION, 1, _method("log"), lambda xp, a: xp.log(a), domains=(_POSITIVE,),
+           edges=_ABOVE_ZERO, bound=_rising(lambda xp, a: xp.log(xp.maximum(a, 0.0)))),
+        Op("tanh", FUNCTION, 1, _method("tanh"), lambda xp, a: xp.tanh(a), domains=(_ANY,),
+           bound=_rising(lambda xp, a: xp.tanh(a))),
+        Op("sigmoid", FUNCTION, 1, _method("sigmoid"), _sigmoid, domains=(_ANY,),
+           bound=_rising(_sigmoid)),
+        Op("relu", FUNCTION, 1, _method("relu"), _relu, domains=(_KINKED,), edges=_KINK,
+           bound=_rising(lambda xp, a: xp.maximum(a, 0.0))),
+        Op("sin", FUNCTION, 1, _method("sin"), lambda xp, a: xp.sin(a), domains=(_ANY,),
+           bound=_sin_bound),
+        Op("cos", FUNCTION, 1, _method("cos"), lambda xp, a: xp.cos(a), domains=(_ANY,),
+           bound=lambda xp, a: _sin_bound(xp, a, math.pi / 2)),
+        Op("sqrt", FUNCTION, 1, _method("sqrt"), lambda xp, a: xp.sqrt(a), domains=(_POSITIVE,),
+           edges=_ABOVE_ZERO, bound=_rising(lambda xp, a: xp.sqrt(xp.maximum(a, 0.0)))),
         Op("abs", FUNCTION, 1, _method("abs"), lambda xp, a: xp.abs(a), domains=(_KINKED,),
-           kinks=(0.0,)),
-        Op("sum", REDUCTION, 1, _method("sum"), lambda xp, a: xp.sum(a, axis=0), domains=(_ANY,)),
+           edges=_KINK, bound=_abs_bound),
+        Op("sum", REDUCTION, 1, _method("sum"), lambda xp, a: xp.sum(a, axis=0), domains=(_ANY,),
+           bound=_rising(lambda xp, a: xp.sum(a, axis=0))),
         Op("mean", REDUCTION, 1, _method("mean"), lambda xp, a: xp.mean(a, axis=0),
-           domains=(_ANY,)),
-        Op("select", SELECT, 1, lambda a, i: a[i], lambda xp, a, i: a[i], domains=(_ANY,)),
+           domains=(_ANY,), bound=_rising(lambda xp, a: xp.mean(a, axis=0))),
+        Op("select", SELECT, 1, lambda a, i: a[i], lambda xp, a, i: a[i], domains=(_ANY,),
+           bound=lambda xp, a, i: (a[0][i], a[1][i])),
         # The same value with no history: nothing flows back through it. Its array form is the
         # value; each oracle stops the gradient its own way (finite differences hold it at the
         # unperturbed point, jax calls stop_gradient, torch detach).
         Op("detach", FUNCTION, 1, _method("detach"), lambda xp, a: a, domains=(_ANY,),
-           doc="x.detach(): a constant with x's value"),
+           bound=_SAME, doc="x.detach(): a constant with x's value"),
     ]
 }
 
