@@ -21,7 +21,7 @@ INPUTS = {"x": None, "u": None, "v": 3, "w": 2}
 # (source, line, column, words the message must contain): each construct outside the allow-list.
 FORBIDDEN = {
     "attribute read": ("y = x.grad", 1, 5, "attribute access"),
-    "dunder attribute": ("y = x.__class__", 1, 5, "attribute access"),
+    "dunder attribute": ("y = x.__class__", 1, 5, "names starting with an underscore"),
     "dunder method": ("y = x.__neg__()", 1, 5, "underscore"),
     "dunder builtin": ("y = __import__('os')", 1, 5, "underscore"),
     "protocol method that is no operation": ("y = x.backward()", 1, 5, "unknown method"),

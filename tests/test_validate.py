@@ -232,3 +232,68 @@ def test_zero_tolerances_are_named_as_the_problem(tmp_path):
     [problem] = agreement_problems(exercise)
     assert problem.field == "tolerance.analytic"
     assert problem.message.startswith("atol 0 and rtol 0 leave no room for rounding")
+
+
+# --- every problem of a file in one run -----------------------------------------------------------
+
+ANSWERED = """\
+id: k
+title: K
+topic: t
+points: 1
+inputs:
+  x: {value: 1.0}
+program: |
+  z = x * 2 + 1
+checks:
+  answers:
+    cases:
+      - {value: 3.0, grads: {x: 2.0}}
+"""
+
+
+def _messages(path: Path) -> list[tuple[int, str, str]]:
+    return [(p.line, p.field, p.message) for p in validate(path) if "start the file" not in
+            p.message]
+
+
+def test_a_repeated_key_hides_no_other_repeated_key(tmp_path):
+    path = tmp_path / f"k{SUFFIX}"
+    path.write_text(ANSWERED.replace("title: K\n", "title: K\ntitle: L\n")
+                    + "checks: {}\n")
+    assert [(line, message) for line, _, message in _messages(path)] == [
+        (3, "duplicate key 'title' (first at line 2); keep one of them"),
+        (14, "duplicate key 'checks' (first at line 10); keep one of them")]
+
+
+def test_a_forbidden_attribute_hides_no_forbidden_name(tmp_path):
+    path = tmp_path / f"k{SUFFIX}"
+    path.write_text(ANSWERED.replace("  z = x * 2 + 1\n", "  a = x.__class__\n  b = a * 2\n"
+                                     "  z = __import__('os')\n"))
+    assert _messages(path) == [
+        (8, "program", "column 7: names starting with an underscore ('__class__') are not "
+                       "allowed"),
+        (10, "program", "column 7: names starting with an underscore ('__import__') are not "
+                        "allowed")]  # b = a * 2 reads the broken a: no problem of its own
+
+
+def test_a_yaml_1_1_boolean_hides_no_wrong_hand_answer(tmp_path):
+    path = tmp_path / f"k{SUFFIX}"
+    path.write_text(ANSWERED.replace("{value: 1.0}", "{value: 1.0, requires_grad: yes}")
+                    .replace("value: 3.0", "value: 4.0"))
+    assert _messages(path) == [
+        (6, "inputs.x.requires_grad", "'yes' is text here, not a boolean; write true or false"),
+        (12, "checks.answers.cases[0].value", "z is 4.0 by hand, but the oracles give 3.0; "
+                                              "correct the answer (or the program)")]
+
+
+def test_four_problems_of_one_file_in_one_run(tmp_path):
+    path = tmp_path / f"k{SUFFIX}"
+    path.write_text(ANSWERED.replace("  x: {value: 1.0}\n", "  x: {value: 1.0, requires_grad: "
+                                     "on}\n  x: {value: 2.0}\n")
+                    .replace("grads: {x: 2.0}", "grads: {x: 5.0}")
+                    .replace("topic: t\n", "topic: t\ntopic: u\n"))
+    assert [(line, field) for line, field, _ in _messages(path)] == [
+        (4, ""), (8, ""),  # topic and x written twice
+        (7, "inputs.x.requires_grad"),  # on
+        (14, "checks.answers.cases[0].grads.x")]  # 5.0 for 2.0

@@ -49,6 +49,15 @@ def test_duplicate_key_names_both_lines():
     assert "duplicate key 'c' (first at line 3)" in info.value.message
 
 
+def test_every_repeated_key_is_found_and_the_first_values_kept():
+    with pytest.raises(YamlError) as info:
+        load("a: 1\na: 2\nb:\n  c: 1\n  c: 3\n")
+    assert [(e.line, e.message) for e in (info.value, *info.value.more)] == [
+        (2, "duplicate key 'a' (first at line 1); keep one of them"),
+        (5, "duplicate key 'c' (first at line 4); keep one of them")]
+    assert info.value.source.data == {"a": 1, "b": {"c": 1}}
+
+
 def test_same_key_in_different_mappings_is_fine():
     assert load("a: {x: 1}\nb: {x: 2}").data == {"a": {"x": 1}, "b": {"x": 2}}
 

@@ -32,7 +32,7 @@ def cross_check(exercise: Exercise) -> tuple[Program | None, list[_Issue]]:
         program = parse_program(exercise)
     except ProgramError as exc:
         program = None
-        issues.append((("program",), exc.message, (exc.line, exc.column)))
+        issues += [(("program",), e.message, (e.line, e.column)) for e in (exc, *exc.more)]
     checks = exercise.checks
     numeric = [name for name in ("gradients", "sampled", "answers", "hessian")
                if getattr(checks, name)]

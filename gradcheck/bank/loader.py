@@ -5,6 +5,7 @@ broken file still loads the others.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from gradcheck.bank.schema import schema_keys
 def load_exercise(path: str | os.PathLike[str]) -> Exercise:
     """Load and check one exercise file; raises :class:`ExerciseError` listing its problems."""
     file = str(path)
+    repeated: list[Problem] = []
     try:
         raw = Path(path).read_bytes()
         source = yaml_reader.load(raw.decode("utf-8"))
@@ -33,8 +35,17 @@ def load_exercise(path: str | os.PathLike[str]) -> Exercise:
         raise ExerciseError([Problem(file, 0, "", f"not UTF-8 text (byte {exc.start}); save "
                                                   "the file as UTF-8")]) from None
     except yaml_reader.YamlError as exc:
-        raise ExerciseError([Problem(file, exc.line, "", exc.message)]) from None
-    return _build(source.data, source, file, hashlib.sha256(raw).hexdigest())
+        repeated = [Problem(file, e.line, "", e.message) for e in (exc, *exc.more)]
+        if exc.source is None:
+            raise ExerciseError(repeated) from None
+        source = exc.source  # only keys written twice: the rest is read on
+    try:
+        exercise = _build(source.data, source, file, hashlib.sha256(raw).hexdigest())
+    except ExerciseError as error:
+        raise ExerciseError(repeated + error.problems, error.exercise) from None
+    if repeated:
+        raise ExerciseError(repeated, exercise)
+    return exercise
 
 
 def from_data(data: Any, file: str = "<data>") -> Exercise:
@@ -51,17 +62,42 @@ def _build(data: Any, source: yaml_reader.Source | None, file: str, digest: str)
         raise ExerciseError([Problem(file, line(()), "", f"the file is {what}; an exercise is a "
                                                          "mapping of keys such as id, title, "
                                                          "inputs, program")])
+    problems: list[Problem] = []
     try:
         exercise = Exercise.model_validate(data)
     except ValidationError as exc:
-        raise ExerciseError([Problem(file, line(path), yaml_reader.format_path(path), text)
-                             for path, text in _explain(exc, data)]) from None
+        problems = [Problem(file, line(path), yaml_reader.format_path(path), text)
+                    for path, text in _explain(exc, data)]
+        exercise = _read_past(exc, data)
+        if exercise is None:
+            raise ExerciseError(problems) from None
     exercise._file, exercise._source, exercise._digest = file, source, digest
     program, issues = cross_check(exercise)
-    if issues:
-        raise ExerciseError([_locate(exercise, *issue) for issue in issues])
+    problems += [_locate(exercise, *issue) for issue in issues]
     exercise._program = program
+    if problems:  # read past the problems only when the rest is sound enough to check further
+        raise ExerciseError(problems, None if issues else exercise)
     return exercise
+
+
+def _read_past(exc: ValidationError, data: Any) -> Exercise | None:
+    """The exercise with each YAML 1.1 boolean (`yes`, `off`) read as the boolean it meant, when
+    that is all that is wrong: then the rest of the file can still be checked."""
+    fixed = copy.deepcopy(data)
+    for error in exc.errors():
+        got = error.get("input")
+        if not (error["type"] == "bool_type" and isinstance(got, str)
+                and got.lower() in _BOOL_WORDS):
+            return None
+        *parents, last = _data_path(error["loc"], data, False)
+        holder = fixed
+        for step in parents:
+            holder = holder[step]
+        holder[last] = got.lower() in _TRUE_WORDS
+    try:
+        return Exercise.model_validate(fixed)
+    except ValidationError:
+        return None
 
 
 def _locate(exercise: Exercise, path: yaml_reader.Path, message: str,
@@ -127,6 +163,7 @@ def path_list(paths: PathArg) -> list[Path]:
 # --- pydantic's errors, said for someone editing YAML -------------------------------------------
 
 _BOOL_WORDS = {"yes", "no", "on", "off", "y", "n"}
+_TRUE_WORDS = {"yes", "on", "y"}
 
 
 def _explain(exc: ValidationError, data: Any) -> list[tuple[yaml_reader.Path, str]]:

@@ -110,13 +110,19 @@ if getattr(yaml, "__with_libyaml__", False):
 
 
 class YamlError(ValueError):
-    """A file that is not acceptable YAML; `line` and `column` are 1-based (0 when unknown)."""
+    """A file that is not acceptable YAML; `line` and `column` are 1-based (0 when unknown).
+
+    Repeated keys do not stop the reading: the first problem is raised with the others in
+    `more`, and `source` holds the data read with each key's first value, so that the rest of
+    the file can still be checked."""
 
     def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
         super().__init__(message)
         self.message = message
         self.line = line
         self.column = column
+        self.more: list[YamlError] = []
+        self.source: Source | None = None
 
 
 @dataclass
@@ -187,7 +193,12 @@ def load(text: str) -> Source:
     except yaml.YAMLError as exc:  # reader errors: bad characters or encodings
         raise YamlError(f"not readable as YAML: {exc}", 1, 1) from None
     source = Source(None, text)
-    source.data = _Builder(source).value(root, ()) if root is not None else None
+    builder = _Builder(source)
+    source.data = builder.value(root, ()) if root is not None else None
+    if builder.repeated:
+        first, *others = builder.repeated
+        first.more, first.source = others, source
+        raise first
     return source
 
 
@@ -230,6 +241,7 @@ class _Builder:
         self.source = source
         self.count = 0
         self.open: set[int] = set()  # nodes being built: an alias back to one of them is a cycle
+        self.repeated: list[YamlError] = []  # keys written twice in one mapping
 
     def value(self, node: yaml.Node, path: Path) -> Any:
         self.count += 1
@@ -268,9 +280,11 @@ class _Builder:
                 raise _error(key_node, "merge keys (<<) are not supported; write the keys out")
             key = str(key_node.value)
             line, column = _position(key_node)
-            if key in first_line:
-                raise YamlError(f"duplicate key {key!r} (first at line {first_line[key]}); keep "
-                                "one of them", line, column)
+            if key in first_line:  # reported; the first value is kept, the rest still read
+                self.repeated.append(YamlError(f"duplicate key {key!r} (first at line "
+                                               f"{first_line[key]}); keep one of them", line,
+                                               column))
+                continue
             first_line[key] = line
             self.source.marks[path + (key,)] = (line, column)
             result[key] = self.value(value_node, path + (key,))

@@ -46,9 +46,12 @@ def validate(paths: PathArg, static: bool = False) -> list[Problem]:
     for file in files:
         problems += file_problems(file)
     bank = load_bank(files)
+    checks = STATIC_CHECKS if static else STATIC_CHECKS + ORACLE_CHECKS
     for _, error in bank.broken:
         problems += error.problems
-    checks = STATIC_CHECKS if static else STATIC_CHECKS + ORACLE_CHECKS
+        if error.exercise is not None:  # read past its problems: its other ones are found too
+            for check in checks:
+                problems += check(error.exercise)
     for exercise in bank.exercises:
         for check in checks:
             problems += check(exercise)

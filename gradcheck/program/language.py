@@ -49,9 +49,19 @@ class ProgramError(ValueError):
         self.message = message
         self.line = line
         self.column = column
+        #: the program's other problems, independent of this one (in the order of the source)
+        self.more: list[ProgramError] = []
 
     def __str__(self) -> str:
         return f"line {self.line}, column {self.column}: {self.message}"
+
+
+class _Fatal(ProgramError):
+    """A problem after which nothing more is read (the program is too large to go on)."""
+
+
+class _Dependent(ProgramError):
+    """A statement that reads a variable whose own assignment failed: not a problem of its own."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,22 @@ def parse(source: str, inputs: Mapping[str, int | None], output: str | None = No
     return _Parser(source, inputs).program(tree, output)
 
 
+def _hidden_names(tree: ast.AST) -> list[ProgramError]:
+    """Every name and attribute that starts with an underscore (`x.__class__`, `__import__`),
+    each where it is written; the loop's own `_` is the one allowed."""
+    loops = {id(node.target) for node in ast.walk(tree) if isinstance(node, ast.For)}
+    found = []
+    for node in ast.walk(tree):
+        name = (node.id if isinstance(node, ast.Name) and id(node) not in loops
+                else node.attr if isinstance(node, ast.Attribute) else "")
+        if name.startswith("_"):
+            found.append(_error(node, _UNDERSCORE.format(name=name)))
+    return found
+
+
+_UNDERSCORE = "names starting with an underscore ({name!r}) are not allowed"
+
+
 def free_names(expression: str) -> list[str]:
     """The variables an expression reads (not the functions it calls), in order of first use;
     raises ProgramError if it is not a single expression."""
@@ -159,6 +185,8 @@ class _Parser:
         self.last_assigned: str | None = None
         self.statements = 0  # statements run so far, loops unrolled
         self.texts: dict[int, str] = {}
+        self.errors: dict[tuple[int, int], ProgramError] = {}  # by place: a loop repeats them
+        self.broken: set[str] = set()  # variables whose assignment failed
         for name, size in self.inputs.items():
             if not name.isidentifier() or name.startswith("_"):
                 raise ProgramError(f"input name {name!r} is not a plain identifier")
@@ -169,7 +197,13 @@ class _Parser:
     def program(self, tree: ast.Module, output: str | None) -> Program:
         if not tree.body:
             raise ProgramError("the program is empty; write at least one assignment")
+        for error in _hidden_names(tree):
+            self.errors.setdefault((error.line, error.column), error)
         self._statements(tree.body)
+        if self.errors:
+            first, *others = sorted(self.errors.values(), key=lambda e: (e.line, e.column))
+            first.more = others
+            raise first
         name = output or self.last_assigned
         if name is None:
             raise ProgramError("the program assigns nothing, so it has no output")
@@ -179,7 +213,7 @@ class _Parser:
 
     def _add(self, node: Node) -> int:
         if len(self.nodes) >= MAX_NODES:
-            raise ProgramError(f"the program unrolls to more than {MAX_NODES} operations",
+            raise _Fatal(f"the program unrolls to more than {MAX_NODES} operations",
                                node.line, node.column)
         self.nodes.append(node)
         return len(self.nodes) - 1
@@ -195,12 +229,21 @@ class _Parser:
                 try:
                     self._assign(stmt)
                 except RecursionError:  # an expression nested deeper than Python recurses
-                    raise _error(stmt, _TOO_DEEP) from None
+                    raise _Fatal(_TOO_DEEP, stmt.lineno, stmt.col_offset + 1) from None
+                except _Fatal:
+                    raise
+                except ProgramError as error:  # read on: the next statements are checked too
+                    if not isinstance(error, _Dependent):
+                        self.errors.setdefault((error.line, error.column), error)
+                    targets = stmt.targets
+                    if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                        self.broken.add(targets[0].id)
             elif isinstance(stmt, ast.For):
                 self._loop(stmt)
             else:
-                raise _error(stmt, f"{_describe(stmt)} is not allowed; write assignments like "
-                                   "`y = x ** 2`")
+                error = _error(stmt, f"{_describe(stmt)} is not allowed; write assignments like "
+                                     "`y = x ** 2`")
+                self.errors.setdefault((error.line, error.column), error)
 
     def _assign(self, stmt: ast.Assign) -> None:
         if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
@@ -210,6 +253,7 @@ class _Parser:
         if target in self.inputs:
             raise _error(stmt.targets[0], f"{target!r} is an input and cannot be reassigned")
         node_id = self._expr(stmt.value)
+        self.broken.discard(target)
         node = self.nodes[node_id]
         if node.op != "input" and not node.name:
             self.nodes[node_id] = _with_name(node, target)
@@ -228,6 +272,8 @@ class _Parser:
             return self._constant(expr)
         if isinstance(expr, ast.Name):
             _check_name(expr, expr.id)
+            if expr.id in self.broken:
+                raise _Dependent("", expr.lineno, expr.col_offset + 1)
             if expr.id not in self.names:
                 raise _error(expr, f"name {expr.id!r} is not defined; declare it as an input "
                                    "or assign it first")
@@ -348,7 +394,7 @@ def _range_count(stmt: ast.For) -> int:
 
 def _check_name(node: ast.AST, name: str) -> None:
     if name.startswith("_"):
-        raise _error(node, f"names starting with an underscore ({name!r}) are not allowed")
+        raise _error(node, _UNDERSCORE.format(name=name))
 
 
 def _describe(node: ast.AST) -> str:
