@@ -4,6 +4,7 @@ shrinks a difference to the smallest program (gradcheck/grading/fuzzing.py), and
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from gradcheck.bank.random_programs import (
     sessions,
     smaller,
     smaller_sessions,
+    unused_inputs,
 )
 from gradcheck.course.mutants import CATALOGUE
 from gradcheck.course.mutation import mutate
@@ -33,6 +35,7 @@ from gradcheck.program.ops import BINARY, OPS
 
 SOURCE = (reference_path() / "__init__.py").read_text()
 MUTANTS = {m.name: m for m in CATALOGUE}
+ENGINES = Path(__file__).parent / "engines"
 
 
 def engine(tmp_path: Path, name: str):
@@ -132,6 +135,23 @@ def test_no_session_looks_at_a_torch_view_made_under_no_grad(tmp_path):
         assert result.found is None, result.found.describe()
 
 
+def test_an_input_no_operation_uses_must_keep_its_grad_none(monkeypatch):
+    """Some programs have an input they do not use: torch leaves its .grad None after
+    backward(). An engine whose .grad starts at 0 (micrograd's) is found on gradients alone,
+    with one operation; the search could not find it before such inputs were drawn."""
+    assert any(unused_inputs(d) for d in domains.draw(programs(), 100, 0))
+    monkeypatch.syspath_prepend(str(ENGINES))
+    spec = importlib.util.spec_from_file_location("odd_zero_grads",
+                                                  ENGINES / "odd_grad_starts_at_zero.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = fuzz_in_process(module, max_steps=0, examples=200).found
+    assert found is not None and found.kind == "gradient" and found.operations == 1
+    unused = unused_inputs(found.drawn)
+    assert unused and "expected None" in found.message
+    assert f"{unused[0]}: an input no operation uses" in found.describe()
+
+
 def test_smaller_programs_are_each_earlier_value_and_each_operation_alone():
     program = parse("a = x + 2\nb = -a\nc = b.tanh()\n", {"x": None})
     drawn = Drawn(program.source, {"x": None}, {"x": 0.5}, program)
@@ -139,14 +159,14 @@ def test_smaller_programs_are_each_earlier_value_and_each_operation_alone():
     assert ("a = x + 2\n", '{"x": 0.5}') in sources  # a prefix, at the same point
     assert ("a = x.tanh()\n", '{"x": -2.0}') in sources  # tanh alone at b's value, rounded
     assert ("a = x.tanh()\n", '{"x": -2.5}') in sources  # and exactly
-    program = parse("a = x * 4\nb = 2 ** a\n", {"x": None})
+    program = parse("a = x * 4\nb = 3 ** a\n", {"x": None})
     drawn = Drawn(program.source, {"x": None}, {"x": 0.3}, program)
     sources = {(d.source, json.dumps(d.point)) for d in smaller(drawn)}
-    assert ("a = x * (-1)\nb = 2 ** a\n", '{"x": 0.3}') in sources  # a simpler number
-    assert ("a = x * 4\nb = 0.5 ** a\n", '{"x": 0.3}') in sources  # a simpler base
-    assert ("a = x * 4\nb = 2 ** a\n", '{"x": 0.0}') in sources  # a rounder point
+    assert ("a = x * (-1)\nb = 3 ** a\n", '{"x": 0.3}') in sources  # a simpler number
+    assert ("a = x * 4\nb = 2 ** a\n", '{"x": 0.3}') in sources  # the simplest base
+    assert ("a = x * 4\nb = 3 ** a\n", '{"x": 0.0}') in sources  # a rounder point
     assert not any(f"{base} ** a" in source for source, _ in sources
-                   for base in (3, 1.5))  # never a number less simple
+                   for base in (0.5, 1.5))  # never a number less simple (NUMBERS' order)
 
 
 def test_a_session_shrinks_to_smaller_programs_with_its_steps_renamed():
@@ -345,3 +365,29 @@ def test_with_an_answer_key_the_check_uses_finite_differences_and_the_reference(
                    key=key)["random_programs"]
     assert check.status == "failed" and "the reference engine" in check.message
     assert check.author_notes == ["compared with finite differences, the reference engine"]
+
+
+def test_a_missing_piece_costs_the_check_that_draws_its_form_and_is_named_first(tmp_path):
+    """Probing by use: without reflected operators, a check whose operations draw `2 + x`
+    fails, its message starting with the form that needs the missing piece and its
+    `blocked_by` naming the piece, as any other check's; one drawing only functions keeps its
+    points, and so does the exercise's gradients check (`x * x + x.tanh()` needs none)."""
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    for name, ops in (("arithmetic", "[add, mul]"), ("functions", "[exp, tanh, sin]")):
+        (folder / f"{name}.exercise.yaml").write_text(EXERCISE.replace("id: mixed", f"id: {name}")
+                                                     .replace("[add, mul, exp, tanh]", ops))
+    from gradcheck.bank.loader import load_bank
+    from gradcheck.grading.grader import Grader
+
+    with Grader(ENGINES / "odd_no_reflected.py", seed=3) as grader:
+        results = {(r.exercise_id, r.check): r
+                   for r in grader.grade_bank(load_bank([folder])).results}
+    assert results["functions", "random_programs"].status == "passed"
+    assert results["arithmetic", "gradients"].status == "passed"
+    check = results["arithmetic", "random_programs"]
+    assert check.status == "failed" and check.blocked_by in ("__radd__", "__rmul__")
+    first, rest = check.message.split("\n", 1)
+    assert re.fullmatch(rf"your engine is missing `{check.blocked_by}`: `[-.0-9()]+ [+*] x` "
+                        r"needs it \(TypeError: unsupported operand .*\)", first), first
+    assert rest.startswith("The smallest program found") and "(1 operation)" in rest

@@ -129,11 +129,38 @@ def programs(draw: st.DrawFn, ops: Sequence[str] | None = None, max_operations: 
     if pool[-1][1] is not None:  # the output is a scalar: a 1-D result is summed
         lines.append((f"t{count}", f"{pool[-1][0]}.sum()", {pool[-1][0]}))
     source, inputs, _ = _assemble(lines, inputs)
+    inputs = _ordered({**inputs, **draw(st.sampled_from(_unused_choices(inputs, needs_vector)))})
     program = parse(source, inputs)
     assume(differentiable(program))
     point = {name: draw(_values(size)) for name, size in inputs.items()}
     assume(safe(program, point, margin))
     return Drawn(source, inputs, point, program)
+
+
+def _unused_choices(inputs: dict[str, int | None], vectors: bool
+                   ) -> list[dict[str, int | None]]:
+    """What may be added to a program's inputs without being used (its .grad must stay None):
+    nothing (what shrinking prefers), a scalar, or a 1-D input of length 2 where the operations
+    asked for include 1-D ones (an engine need not have 1-D tensors for the others)."""
+    choices: list[dict[str, int | None]] = [{}]
+    free = [name for name in SCALARS if name not in inputs]
+    if free:
+        choices.append({free[0]: None})
+    if vectors and VECTOR not in inputs:
+        choices.append({VECTOR: 2})
+    return choices
+
+
+def _ordered(inputs: dict[str, int | None]) -> dict[str, int | None]:
+    """Scalar inputs first, in the order x, y, z; then the 1-D input."""
+    return {name: inputs[name] for name in (*SCALARS, VECTOR) if name in inputs}
+
+
+def unused_inputs(drawn: Drawn) -> list[str]:
+    """The inputs no operation of the program uses."""
+    used = {arg for node in drawn.program.nodes for arg in node.args}
+    return [node.name for i, node in enumerate(drawn.program.nodes)
+            if node.op == "input" and i not in used]
 
 
 def differentiable(program: Program) -> bool:
@@ -271,6 +298,8 @@ def shrinks(drawn: Drawn) -> list[tuple[Drawn, Renaming]]:
     for node_id, node in enumerate(program.nodes):
         if node.op in OPS and len(lines) > 1:
             found += _alone(program, node_id, values)
+    unused = unused_inputs(drawn)
+    found = [_with_unused(candidate, names, drawn, unused) for candidate, names in found]
     same = {name: name for name in program.names}
     return found + [(candidate, same) for candidate in _simpler_numbers(drawn)
                     + _nearer_points(drawn)]
@@ -317,13 +346,34 @@ def _alone(program: Program, node_id: int, values: list[Any]) -> list[tuple[Draw
             + _drawn(source, used, at)]
 
 
+def _with_unused(candidate: Drawn, names: Renaming, drawn: Drawn, unused: list[str]
+                 ) -> tuple[Drawn, Renaming]:
+    """`candidate` with the inputs `drawn` does not use added back, unused still, at the values
+    they had, wherever a name is free for them."""
+    inputs, point, names = dict(candidate.inputs), dict(candidate.point), dict(names)
+    for name in unused:
+        free = [n for n in (SCALARS if drawn.inputs[name] is None else (VECTOR,))
+                if n not in inputs]
+        if free:
+            inputs[free[0]], point[free[0]], names[name] = drawn.inputs[name], drawn.point[name], \
+                free[0]
+    if len(inputs) == len(candidate.inputs):
+        return candidate, names
+    inputs = _ordered(inputs)
+    point = {name: point[name] for name in inputs}
+    return Drawn(candidate.source, inputs, point, parse(candidate.source, inputs)), names
+
+
 #: A number in a program's text: `2`, `0.5`, `(-1)` (not an index, not part of a name).
 _CONSTANT = re.compile(r"\(-\d+(?:\.\d+)?\)|(?<![\w.\[])\d+(?:\.\d+)?(?![\w.\]])")
 
 
 def simplicity(value: float) -> float:
-    """How far a number is from simple: its size, and 1 more when it is not whole."""
-    return abs(value) + (not float(value).is_integer())
+    """How far a number is from simple: its place in NUMBERS (which holds every base and
+    exponent too, in their lists' order); after them, by size, a fraction after a whole one."""
+    if value in NUMBERS:
+        return NUMBERS.index(value)
+    return len(NUMBERS) + abs(value) + (not float(value).is_integer())
 
 
 def _simpler_numbers(drawn: Drawn) -> list[Drawn]:

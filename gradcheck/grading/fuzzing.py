@@ -37,6 +37,7 @@ from gradcheck.bank.random_programs import (
     simplicity,
     smaller,
     smaller_sessions,
+    unused_inputs,
 )
 from gradcheck.bank.tolerances import Tolerances
 from gradcheck.engine import handler
@@ -60,6 +61,8 @@ class Finding:
     session: Session
     grading: Grading | None = field(default=None, repr=False)
     against: str = "the oracles"  # what the engine was compared with
+    #: the protocol piece the engine lacks, whose use in the program failed (`CheckResult`'s)
+    blocked_by: str = ""
 
     @property
     def drawn(self) -> Drawn:
@@ -74,11 +77,21 @@ class Finding:
         return "".join(f"    {line}\n" for line in self.drawn.source.splitlines())
 
     def describe(self) -> str:
-        """The finding as feedback: the program, the point, the steps, and what differs."""
+        """The finding as feedback: the program, the point, the steps, and what differs. A
+        missing piece comes first, naming the form that needs it, as in every other check's
+        message (reports group checks by that line)."""
         point = ", ".join(f"{name} = {value!r}" for name, value in self.drawn.point.items())
-        text = (f"The smallest program found where your engine differs from {self.against} "
+        lead, message = "", self.message
+        if self.blocked_by:
+            lead, _, message = message.partition("\n")
+            lead += "\n"
+        text = (f"{lead}The smallest program found where your engine differs from {self.against} "
                 f"({self.operations} operation{'s' * (self.operations != 1)}):\n\n"
                 f"{self.program_text()}\nat {point}")
+        unused = unused_inputs(self.drawn)
+        if unused:
+            text += (f" ({', '.join(unused)}: {'an input' if len(unused) == 1 else 'inputs'} "
+                     "no operation uses)")
         if self.kind == "behaviour":
             output = self.drawn.output
             frozen = [name for name in self.drawn.inputs if name not in self.session.requires_grad]
@@ -91,7 +104,7 @@ class Finding:
                 f"    {number}. {code}\n" for number, code in enumerate(codes, start=1))
         else:
             text += ":\n"
-        return text + self.message
+        return text + message
 
 
 @dataclass
@@ -236,7 +249,7 @@ class _Judge:
                                 self.tolerance)
         if not grading.passed:
             return Finding(_kind(grading, reply["results"][0], program.output_name),
-                           grading.message, case, grading)
+                           grading.message, case, grading, blocked_by=grading.blocked_by)
         if not case.steps:
             return None
         request = {"kind": "behaviour", "program": program.spec(), "point": drawn.point,
@@ -248,9 +261,10 @@ class _Judge:
         got = self._ask(request)
         if isinstance(got, Failure):
             return Finding("behaviour", got.message, case, against=self.behaviour_label)
-        text = verdicts.behaviour(want, got, [Step.model_validate(s) for s in case.steps],
-                                  program, self.tolerance.analytic).message
-        return Finding("behaviour", text, case, against=self.behaviour_label) if text else None
+        verdict = verdicts.behaviour(want, got, [Step.model_validate(s) for s in case.steps],
+                                     program, self.tolerance.analytic)
+        return Finding("behaviour", verdict.message, case, against=self.behaviour_label,
+                       blocked_by=verdict.blocked_by) if verdict.message else None
 
     def localised(self, finding: Finding) -> Finding:
         """The finding with the grader's feedback: the first operation that goes wrong."""
@@ -261,7 +275,8 @@ class _Judge:
                                         list(drawn.inputs), self._ask, self.tolerance.analytic)
         except _OutOfTime:
             return finding
-        return Finding(finding.kind, message, finding.session, finding.grading)
+        return Finding(finding.kind, message, finding.session, finding.grading,
+                       blocked_by=finding.blocked_by)
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any] | Failure:
         reply = self.ask(request)

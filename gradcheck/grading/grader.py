@@ -268,8 +268,8 @@ class Grader:
         notes = [f"compared with {result.oracle_text}"]
         found = result.found
         if found is not None:
-            return Outcome("failed", _with_hint(found.describe(), exercise, "random_programs"), notes,
-                           found.grading.blocked_by if found.grading else "")
+            return Outcome("failed", _with_hint(found.describe(), exercise, "random_programs"),
+                           notes, found.blocked_by)
         if result.stopped:
             return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
                                      f"{check.count} random programs", notes)
