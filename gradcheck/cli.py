@@ -28,6 +28,7 @@ from gradcheck.bank import selection
 from gradcheck.bank.loader import Bank
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, slots, validate
+from gradcheck.engine import cgroup
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import (
     DEFAULT_MEMORY_MB,
@@ -155,6 +156,7 @@ def run_grade(args: argparse.Namespace) -> int:
                                  + ", ".join(str(path) for path in chosen.paths))
     if not args.quiet:
         print(describe(chosen.paths, len(bank.exercises), course), file=sys.stderr)
+        print(cgroup.describe(args.memory_mb), file=sys.stderr)
     if args.watch:
         # the watch's own key stands for live oracles: the submission may import what it may
         # when graded live

@@ -692,7 +692,7 @@ Tensor.backward = backward
 def test_memory_held_in_a_memfd_counts_against_the_limit(tmp_path):
     submission = tmp_path / "memfd_hog.py"
     submission.write_text(_MEMFD_HOG.format(engines=str(ENGINES), files=100))
-    with Worker(submission, import_timeout=10, memory_mb=128) as worker:
+    with Worker(submission, import_timeout=10, memory_mb=128, use_cgroup=False) as worker:
         reply = worker.request(ONE_POINT, timeout=20)
     assert isinstance(reply, Failure) and reply.kind == "memory", reply
     assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
@@ -751,21 +751,118 @@ def _segments_of(uid: int) -> list[str]:
 @pytest.mark.parametrize("hog", sorted(_CLOSED_HOGS))
 def test_memory_left_in_closed_files_and_segments_counts_and_is_removed(hog, user, tmp_path,
                                                                         open_folder):
-    """Memory that no process of the worker's holds or maps any more is counted against the
-    limit all the same: the worker is killed, the failure names the limit, and nothing of it is
-    left once the worker stopped."""
+    """Memory that no process of the worker's holds or maps any more is counted by the poll
+    all the same (here alone, as where no cgroup can be made): the worker is killed, the failure
+    names the limit, and nothing of it is left once the worker stopped."""
     tag = f"gradcheck-test-{os.getpid()}-{hog.replace(' ', '-')}"
     submission = open_folder / "closed_hog.py"
     submission.write_text(_CLOSED_HOG.format(engines=str(ENGINES),
                                              hog=_CLOSED_HOGS[hog].format(tag=tag)))
     segments = set(_segments_of(user or os.geteuid()))
     options = {"user": user, "python": PYTHON} if user is not None else {}
-    with Worker(submission, import_timeout=10, memory_mb=128, **options) as worker:
+    with Worker(submission, import_timeout=10, memory_mb=128, use_cgroup=False,
+                **options) as worker:
         reply = worker.request(ONE_POINT, timeout=20)
         assert isinstance(reply, Failure) and reply.kind == "memory", reply
         assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
         assert [p for p in Path("/dev/shm").glob(f"{tag}*")] == []
         assert set(_segments_of(user or os.geteuid())) <= segments
+
+
+from gradcheck.engine import cgroup  # noqa: E402
+
+_GIVER = """
+import os, sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+_backward = Tensor.backward
+
+
+def backward(self, *args, **kwargs):
+    for n in range(100):  # 200 MB in files of another user's, which the poll does not count
+        with open(f"/dev/shm/{tag}-{{n}}", "wb") as f:
+            os.fchown(f.fileno(), 61999, 61999)
+            f.write(b"x" * 2_000_000)
+    time.sleep(2)
+    return _backward(self, *args, **kwargs)
+
+
+Tensor.backward = backward
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may give a file to another user")
+def test_memory_a_worker_gives_away_is_killed_at_its_cgroup_limit(tmp_path):
+    """A root worker of the grader's own user (default mode) writes 200 MB into /dev/shm files
+    it gives to another uid: no poll can tell them from that user's, but the kernel charges them
+    to the worker's cgroup, and kills it at the limit. Without a cgroup the engine gets away
+    with it."""
+    made = cgroup.create(1 << 20)
+    if isinstance(made, str):
+        pytest.skip(made)
+    made.close()
+    tag = f"gradcheck-test-{os.getpid()}-giver"
+    submission = tmp_path / "giver.py"
+    submission.write_text(_GIVER.format(engines=str(ENGINES), tag=tag))
+    try:
+        with Worker(submission, import_timeout=10, memory_mb=128) as worker:
+            assert "cgroup" in worker.memory_limit and "could not join" not in worker.memory_limit
+            reply = worker.request(ONE_POINT, timeout=20)
+        assert isinstance(reply, Failure) and reply.kind == "memory", reply
+        assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
+        assert reply.detail.startswith("the kernel killed it at the limit of its cgroup (v")
+        for path in Path("/dev/shm").glob(f"{tag}*"):
+            path.unlink()
+        with Worker(submission, import_timeout=10, memory_mb=128, use_cgroup=False) as worker:
+            assert worker.memory_limit == ("128 MB, polled by the grader (no cgroup: not asked "
+                                           "for)")
+            assert not isinstance(worker.request(ONE_POINT, timeout=20), Failure)
+    finally:
+        for path in Path("/dev/shm").glob(f"{tag}*"):
+            path.unlink()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_cgroup_of_either_version_kills_at_its_limit_and_says_so(version, tmp_path):
+    """A process that joins the cgroup through the grader's descriptor, as the worker does, and
+    writes past the limit in a closed /dev/shm file is killed by the kernel, which counts it."""
+    made = cgroup.create(64 << 20, versions=(version,))
+    if isinstance(made, str):
+        pytest.skip(made)
+    target = Path("/dev/shm") / f"gradcheck-test-{os.getpid()}-cgroup-v{version}"
+    fd = made.join_descriptor()
+    try:
+        hog = subprocess.run(
+            [sys.executable, "-c", "import os, sys\n"
+             "os.write(int(sys.argv[1]), str(os.getpid()).encode()); os.close(int(sys.argv[1]))\n"
+             "with open(sys.argv[2], 'wb') as f:\n"
+             "    for _ in range(100): f.write(b'x' * (1 << 20))\n",
+             str(fd), str(target)], pass_fds=(fd,), timeout=60)
+        assert hog.returncode == -signal.SIGKILL
+        assert made.oom_kills() == 1
+        assert 0 < target.stat().st_size <= 64 << 20
+    finally:
+        os.close(fd)
+        target.unlink(missing_ok=True)
+        made.close()
+    assert not made.path.exists()
+
+
+@as_another_user
+def test_a_worker_of_another_user_joins_its_cgroup_and_is_held_to_it(open_folder):
+    made = cgroup.create(1 << 20)
+    if isinstance(made, str):
+        pytest.skip(made)
+    made.close()
+    with Worker(ENGINES / "memory_hog_shared.py", import_timeout=10, memory_mb=128,
+                python=PYTHON, user=UID) as worker:
+        assert worker.request({"kind": "inspect"}, timeout=10)["missing"]
+        with open(f"/proc/{worker.pid}/cgroup") as f:
+            assert str(worker._cgroup.path).endswith(
+                next(line.split(":")[2] for line in f.read().splitlines() if ":memory:" in line))
+        reply = worker.request(ONE_POINT, timeout=20)
+    assert isinstance(reply, Failure) and reply.kind == "memory", reply
 
 
 def test_a_worker_may_hold_few_files_open(tmp_path):

@@ -15,7 +15,9 @@ Limits, and who enforces them:
   RLIMIT_AS, because torch and numpy reserve far more address space than they use), and the
   proportional set size of all the worker's processes, polled by the grader (shared memory and
   forks escape RLIMIT_DATA), with the memory it holds outside them (:mod:`gradcheck.engine.memory`:
-  memfds, files in memory filesystems, System V segments), removed when it stops;
+  memfds, files in memory filesystems, System V segments), removed when it stops; and, where the
+  grader can make one, a memory cgroup per Worker (:mod:`gradcheck.engine.cgroup`), which the
+  kernel enforces;
 - processes and threads: counted by the grader over the worker's session and its descendants;
   RLIMIT_NPROC too when the worker runs as a user of its own (`user`). RLIMIT_NPROC does not
   apply to root, and a writable cgroup v2 `pids` controller cannot be assumed (this machine has
@@ -61,7 +63,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from gradcheck.engine import census, handler, memory, run, wire
+from gradcheck.engine import census, cgroup, handler, memory, run, wire
 from gradcheck.engine.worker import BOOTSTRAP, HEADER, MAX_FRAME, PACKAGE, adopt_orphans, pack
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
@@ -106,7 +108,7 @@ class Worker:
                  cpu_seconds: int = 3600, max_output: int = 1_000_000,
                  keep_output: int = 20_000, max_tasks: int = 256,
                  import_timeout: float = 60.0, python: str = sys.executable,
-                 max_files: int = 128,
+                 max_files: int = 128, use_cgroup: bool = True,
                  forbid: Sequence[str] = (), user: int | None = None) -> None:
         self.submission = Path(submission).resolve()
         #: run the worker as this user and group id, with no other groups (the grader must be
@@ -158,6 +160,18 @@ class Worker:
         #: the memory it holds in files and System V IPC (what the grader's user held before is
         #: not the worker's)
         self._held = memory.Held(os.geteuid() if user is None else user, own=user is not None)
+        #: the worker's memory cgroup, where the grader can make one (`use_cgroup`), kept across
+        #: restarts: what an earlier start left in memory counts against the next
+        self._cgroup: cgroup.MemoryCgroup | None = None
+        made = (cgroup.create(memory_mb << 20) if use_cgroup and memory_mb is not None
+                else "no cgroup: not asked for")
+        if isinstance(made, cgroup.MemoryCgroup):
+            self._cgroup = made
+        #: which memory limit applies, in words (for the log)
+        self.memory_limit = ("none" if memory_mb is None else f"{memory_mb} MB, polled by the "
+                             f"grader, and {made.describe()}" if self._cgroup else
+                             f"{memory_mb} MB, polled by the grader ({made})")
+        self._oom_kills = 0  # the cgroup's count of kills when the running worker started
         self._since = 0  # when the running worker started (census.start_time)
 
     def __enter__(self) -> Worker:
@@ -170,6 +184,9 @@ class Worker:
         """Kill the worker and every process it started; remove its files."""
         if self._proc is not None:
             self._stop()
+        if self._cgroup is not None:
+            self._cgroup.close()
+            self._cgroup = None
         shutil.rmtree(self._dir, ignore_errors=True)
 
     @property
@@ -252,18 +269,24 @@ class Worker:
         parent, child = socket.socketpair()
         streams = {name: os.open(self._dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                    for name in self._kept}
+        join = self._cgroup.join_descriptor() if self._cgroup is not None else None
         config = {"fd": child.fileno(), "parent": os.getpid(), "submission": str(self.submission),
-                  "limits": self._limits(), "forbid": list(self.forbid)}
+                  "limits": self._limits(), "forbid": list(self.forbid), "cgroup": join}
         try:
             self._proc = subprocess.Popen(
                 _command(self.python, BOOTSTRAP, json.dumps(config)),
                 stdin=subprocess.DEVNULL, stdout=streams["stdout"], stderr=streams["stderr"],
-                cwd=self._home, env=_environment(self._home), pass_fds=(child.fileno(),),
+                cwd=self._home, env=_environment(self._home),
+                pass_fds=(child.fileno(),) + ((join,) if join is not None else ()),
                 start_new_session=True, **_as_user(self.user))
         finally:
             child.close()
             for fd in streams.values():
                 os.close(fd)
+            if join is not None:
+                os.close(join)
+        if self._cgroup is not None:
+            self._oom_kills = self._cgroup.oom_kills()
         self._sock = parent
         _RUNNING.add(self._proc.pid)
         self._since = census.start_time(self._proc.pid)
@@ -282,6 +305,9 @@ class Worker:
                                "was being imported", "import")
             return frame
         if frame.get("ready") is True:
+            if self._cgroup is not None and not self._cgroup.holds(self._proc.pid):
+                # it could not join (it wrote to its descriptor before importing anything)
+                self.memory_limit += f", but the worker could not join {self._cgroup.path}"
             return None
         record = frame.get("import_error")
         if isinstance(record, dict) and all(isinstance(record.get(k), str)
@@ -389,6 +415,8 @@ class Worker:
         if sum(threads for _, threads, _ in members) > self.max_tasks:
             return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
                               f"or threads {self._where()}")
+        if self._killed_at_the_cgroup_limit():
+            return self._fail("memory", self._memory_message(), self._cgroup_kill())
         if self.memory_mb is not None and census.uses_more_than(members, self.memory_mb << 20,
                                                                    self._held):
             return self._fail("memory", self._memory_message())
@@ -426,8 +454,12 @@ class Worker:
 
     def _exit_failure(self) -> Failure:
         phase = self._phase
+        at_limit = self._killed_at_the_cgroup_limit()  # read before the next worker starts
+        message = self._memory_message()
         code = self._stop()
         where = _where(phase)
+        if at_limit:
+            return Failure("memory", message, phase, self._cgroup_kill())
         if code >= 0:
             return Failure("exit", f"the engine exited with code {code} {where}", phase)
         if -code == signal.SIGXCPU:
@@ -478,6 +510,15 @@ class Worker:
 
     def _where(self) -> str:
         return _where(self._phase)
+
+    def _killed_at_the_cgroup_limit(self) -> bool:
+        """Whether the kernel killed a process of the worker's at its cgroup's limit."""
+        return self._cgroup is not None and self._cgroup.oom_kills() > self._oom_kills
+
+    def _cgroup_kill(self) -> str:
+        """A memory failure's detail when the kernel, not the poll, ended it."""
+        assert self._cgroup is not None
+        return f"the kernel killed it at the limit of its cgroup (v{self._cgroup.version})"
 
     def _memory_message(self) -> str:
         limit = f" (limit {self.memory_mb} MB)" if self.memory_mb is not None else ""

@@ -50,6 +50,8 @@ def pack(message: dict[str, Any]) -> bytes:
 def main(config_json: str) -> None:
     """Run the worker: limits, import, then one reply per request until the grader hangs up."""
     config = json.loads(config_json)
+    if config.get("cgroup") is not None:
+        _join_cgroup(config["cgroup"])
     die_with_parent(config["parent"])
     adopt_orphans()
     _apply_limits(config["limits"])
@@ -151,6 +153,18 @@ def _apply_limits(limits: dict[str, list[int]]) -> None:
         resource.setrlimit(names[name], (soft, hard))
     # Python ignores SIGXFSZ; restored, a write past RLIMIT_FSIZE ends the worker at that write.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+
+
+def _join_cgroup(fd: int) -> None:
+    """Move into the memory cgroup whose cgroup.procs the grader opened as `fd` (the kernel
+    checks the opener's rights), then close it: the submission never holds it. The grader sees
+    whether this worked (gradcheck.engine.cgroup)."""
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _forbid(names: list[str]) -> None:
