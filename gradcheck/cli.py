@@ -40,7 +40,7 @@ from gradcheck.grading.grader import (
 )
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import explain, github
-from gradcheck.reports.gradescope import UNFINISHED, write_results_json
+from gradcheck.reports.gradescope import ResultsFile, write_results_json
 from gradcheck.reports.html import write_html
 from gradcheck.reports.junit import write_junit
 from gradcheck.reports.markdown import write_markdown
@@ -79,7 +79,7 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("submission", metavar="SUBMISSION", nargs="?")
     selection.add_arguments(p)
     p.add_argument("--results-json", metavar="FILE", type=Path,
-                   help="write Gradescope's results.json here (rewritten after each exercise)")
+                   help="write Gradescope's results.json here (rewritten as grading goes, at most a second behind)")
     p.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML here")
     p.add_argument("--markdown", metavar="FILE", type=Path,
                    help="write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
@@ -193,36 +193,38 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
     print the summary; the exit status, and the report when grading ran. `live`: the key only
     saves the oracles' work, so the submission is run as in a live grading."""
     so_far = GradeReport(submission=args.submission, seed=seed or 0)
-
-    def save(report: GradeReport, incomplete: str) -> None:
-        if args.results_json:
-            write_results_json(report, args.results_json, incomplete=incomplete)
-
+    results_file = ResultsFile(args.results_json) if args.results_json else None
     shown = Progress(None if args.quiet else sys.stderr, len(bank.exercises))
 
     def progress(exercise_id: str, results: list[CheckResult]) -> None:
         so_far.results += results
-        save(so_far, UNFINISHED)
+        if results_file is not None:
+            results_file.update(so_far)
         shown.exercise_done(exercise_id, results[0].topic if results else "")
 
     shown.start()
     try:
-        with Grader(args.submission, seed=seed, key=key, oracles=args.oracles,
-                    timeout=args.timeout, memory_mb=args.memory_mb,
-                    worker={**_worker_options(args), **({"forbid": ()} if live else {})},
-                    total_timeout=args.total_timeout) as grader:
-            so_far.seed = grader.seed
-            save(so_far, UNFINISHED)
-            report = grader.grade_bank(bank, progress)
+        try:
+            with Grader(args.submission, seed=seed, key=key, oracles=args.oracles,
+                        timeout=args.timeout, memory_mb=args.memory_mb,
+                        worker={**_worker_options(args), **({"forbid": ()} if live else {})},
+                        total_timeout=args.total_timeout) as grader:
+                so_far.seed = grader.seed
+                if results_file is not None:
+                    results_file.update(so_far)
+                report = grader.grade_bank(bank, progress)
+        finally:  # before any other write of results.json
+            shown.close()
+            if results_file is not None:
+                results_file.stop()
     except GraderError as error:
         return _cannot_run(args, str(error), so_far), None
     except Exception as error:  # a fault of gradcheck, not of the submission: keep the results
         traceback.print_exc()
         return _cannot_run(args, f"the grader failed ({type(error).__name__}: {error}); this is "
                                  "a fault of gradcheck, not of the submission", so_far), None
-    finally:
-        shown.close()
-    save(report, incomplete="")
+    if results_file is not None:
+        results_file.finish(report)
     _write_other_reports(report, args)
     _print_summary(report, args)
     _warn_ungraded(report, args)

@@ -6,9 +6,11 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -206,3 +208,36 @@ def test_resume_keeps_complete_results_of_the_same_bank_and_key_and_grades_the_r
     square.write_text(square.read_text().replace("title:", "title: Changed,", 1))
     assert len(run("--resume")) == 3  # a changed exercise: another bank, another key
     assert gradebook(out) == first
+
+
+@pytest.mark.slow
+def test_an_interrupted_batch_leaves_a_gradebook_of_the_rows_graded_so_far(bank_and_key,
+                                                                           tmp_path):
+    """Rows are appended as they come, so a batch stopped while one submission hangs leaves a
+    gradebook of every submission graded before it, and a complete results file for each."""
+    bank, key = bank_and_key
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    shutil.copy(ENGINES / "tiny.py", folder / "a_tiny.py")
+    shutil.copy(ENGINES / "tiny.py", folder / "tiny.py")  # what the next two import
+    shutil.copy(ENGINES / "hang_backward.py", folder / "b_hang.py")
+    out = tmp_path / "out"
+    batch = subprocess.Popen(
+        [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "--out", str(out),
+         "--exercises", str(bank), "--key", str(key), "-j", "1", "--timeout", "600"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        book = out / "gradebook.csv"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (
+                book.is_file() and len(book.read_text().splitlines()) == 2):
+            time.sleep(0.1)
+        time.sleep(1.0)  # b_hang's backward hangs now
+        batch.terminate()
+        err = batch.communicate(timeout=60)[1]
+    finally:
+        batch.kill()
+    assert batch.returncode == 128 + signal.SIGTERM, err
+    assert gradebook(out) == {"a_tiny.py": 5.0}
+    assert len(book.read_text().splitlines()) == 2  # the header and a_tiny's row
+    assert "b_hang.py" not in {p.name for p in out.iterdir() if (p / "grading.json").is_file()}

@@ -15,7 +15,12 @@ from grading_samples import SCHEMA
 
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import WITHHELD, atomic_write
-from gradcheck.reports.gradescope import UNFINISHED, results_json, write_results_json
+from gradcheck.reports.gradescope import (
+    UNFINISHED,
+    ResultsFile,
+    results_json,
+    write_results_json,
+)
 from gradcheck.reports.junit import junit_xml, write_junit
 from gradcheck.reports.markdown import render_markdown
 from gradcheck.reports.terminal import render_terminal, total_line
@@ -113,6 +118,32 @@ def test_unfinished_results_say_so_and_final_ones_do_not(tmp_path):
     assert UNFINISHED not in final["output"]
     jsonschema.Draft7Validator(SCHEMA).validate(final)
     assert os.listdir(path.parent) == ["results.json"]  # no temporary file left behind
+
+
+def test_the_results_file_is_written_at_most_once_a_second_and_never_more_behind(tmp_path):
+    """A grading's updates come faster than once a second: the first is written at once, the
+    others by a timer a second after it, as the report is then; the last write is final."""
+    path = tmp_path / "results.json"
+    report = make_report()
+    written = lambda: json.loads(path.read_text())  # noqa: E731
+    results = ResultsFile(path, every=1.0)
+    everything, report.results = report.results, report.results[:1]
+    results.update(report)
+    assert len(written()["tests"]) == 1 and written()["output"].startswith(UNFINISHED)
+    report.results.append(everything[1])
+    results.update(report)
+    report.results.append(everything[2])
+    results.update(report)
+    assert len(written()["tests"]) == 1  # not yet: the timer writes both
+    deadline = time.monotonic() + 30
+    while len(written()["tests"]) == 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(written()["tests"]) == 3 and written()["output"].startswith(UNFINISHED)
+    report.results.append(everything[3])
+    results.update(report)  # its timer is cancelled by the final write
+    results.finish(report)
+    time.sleep(1.5)
+    assert UNFINISHED not in written()["output"] and len(written()["tests"]) == 4
 
 
 def test_an_empty_report_is_valid():

@@ -5,7 +5,8 @@ Each submission is graded by its own `gradcheck grade` process (with its own san
 timeout, can reach another one: a process still running after `--submission-timeout` seconds is
 killed with everything it started, and the batch goes on. Each submission gets
 `OUT/<name>/results.json` (Gradescope's format, written as grading goes) and `grader.log` (what
-its grader printed); `OUT/gradebook.csv` has one row per submission, rewritten as each finishes.
+its grader printed); `OUT/gradebook.csv` has one row per submission, appended as each finishes
+and in submission order once the batch is done.
 
 torch and jax answer the same for every submission, so they run once for the whole batch: without
 `--key`, an answer key is built first (`OUT/key.json`, see gradcheck/grading/answer_key.py) and every submission
@@ -122,12 +123,17 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
         graded = cluster.grade(scheduler, todo, out, options, max_score, worker_user, digests)
     else:
         graded = _grade_here(todo, out, options, max_score, jobs, worker_user, digests)
-    with contextlib.closing(graded):  # an interruption stops the graders (their finally)
+    # The rows kept, then each row as it comes, appended (rewriting the whole gradebook for
+    # each would cost a batch of n submissions n^2 rows); in submission order at the end.
+    _write_gradebook(out / GRADEBOOK, [rows[e.name] for e in entries if e.name in rows])
+    with contextlib.closing(graded), open(out / GRADEBOOK, "a", newline="") as book:
+        # an interruption stops the graders (their finally)
         for done, stamp in enumerate(graded, start=len(rows) + 1):
             row = stamp.row
             rows[row.submission] = row
             stamp.write(out / row.submission)
-            _write_gradebook(out / GRADEBOOK, [rows[e.name] for e in entries if e.name in rows])
+            book.write(_gradebook_lines([row]))
+            book.flush()
             print(f"[{done}/{len(entries)}] {row.submission}: {row.score:g}/{row.max:g} "
                   f"{row.status} in {row.time:.1f} s" + (f" ({row.note})" if row.note else ""),
                   file=sys.stderr)
@@ -258,13 +264,17 @@ def _mode(path: Path) -> int:
 
 
 def _write_gradebook(path: Path, rows: list[Row]) -> None:
+    atomic_write(path, _gradebook_lines([COLUMNS, *rows]))
+
+
+def _gradebook_lines(rows: list[Row | tuple[str, ...]]) -> str:
+    """CSV lines of the gradebook: rows, or the header (a tuple)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
     for row in rows:
-        writer.writerow([row.submission, f"{row.score:g}", f"{row.max:g}", row.status,
-                         f"{row.time:.2f}"])
-    atomic_write(path, buffer.getvalue())
+        writer.writerow(row if isinstance(row, tuple) else [
+            row.submission, f"{row.score:g}", f"{row.max:g}", row.status, f"{row.time:.2f}"])
+    return buffer.getvalue()
 
 
 # --- the command --------------------------------------------------------------------------------
