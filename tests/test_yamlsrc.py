@@ -52,9 +52,9 @@ def test_duplicate_key_names_both_lines():
 def test_every_repeated_key_is_found_and_the_first_values_kept():
     with pytest.raises(YamlError) as info:
         load("a: 1\na: 2\nb:\n  c: 1\n  c: 3\n")
-    assert [(e.line, e.message) for e in (info.value, *info.value.more)] == [
-        (2, "duplicate key 'a' (first at line 1); keep one of them"),
-        (5, "duplicate key 'c' (first at line 4); keep one of them")]
+    assert [(e.line, e.field, e.message) for e in (info.value, *info.value.more)] == [
+        (2, "a", "duplicate key 'a' (first at line 1); keep one of them"),
+        (5, "b.c", "duplicate key 'c' (first at line 4); keep one of them")]
     assert info.value.source.data == {"a": 1, "b": {"c": 1}}
 
 

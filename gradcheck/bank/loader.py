@@ -35,7 +35,7 @@ def load_exercise(path: str | os.PathLike[str]) -> Exercise:
         raise ExerciseError([Problem(file, 0, "", f"not UTF-8 text (byte {exc.start}); save "
                                                   "the file as UTF-8")]) from None
     except yaml_reader.YamlError as exc:
-        repeated = [Problem(file, e.line, "", e.message) for e in (exc, *exc.more)]
+        repeated = [Problem(file, e.line, e.field, e.message) for e in (exc, *exc.more)]
         if exc.source is None:
             raise ExerciseError(repeated) from None
         source = exc.source  # only keys written twice: the rest is read on

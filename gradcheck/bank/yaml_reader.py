@@ -116,11 +116,12 @@ class YamlError(ValueError):
     `more`, and `source` holds the data read with each key's first value, so that the rest of
     the file can still be checked."""
 
-    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+    def __init__(self, message: str, line: int = 0, column: int = 0, field: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.line = line
         self.column = column
+        self.field = field  # the path of the key written twice, else ""
         self.more: list[YamlError] = []
         self.source: Source | None = None
 
@@ -283,7 +284,7 @@ class _Builder:
             if key in first_line:  # reported; the first value is kept, the rest still read
                 self.repeated.append(YamlError(f"duplicate key {key!r} (first at line "
                                                f"{first_line[key]}); keep one of them", line,
-                                               column))
+                                               column, format_path(path + (key,))))
                 continue
             first_line[key] = line
             self.source.marks[path + (key,)] = (line, column)
