@@ -1,16 +1,18 @@
 """Benchmark: `grade-batch` with a long-lived grader per job slot, against a process per
 submission, and on a local Dask cluster.
 
-Side by side in one run, with one answer key, on a snapshot of the bundled bank:
+Side by side in one run, on a snapshot of the bundled bank:
 
 1. 50 submissions (45 copies of the reference engine, 5 buggy engines of tests/engines), `-j 2`:
    the code before the long-lived grader (`--before REV`, default main's commit just before it,
    run from a copy made with `git archive`) against this checkout; wall time, and the CPU of
    the whole process tree per submission (the batch, its graders and their workers, from
-   `os.wait4`) (targets: at least 2x the throughput, at most 0.6 s of CPU a submission);
+   `os.wait4`) (targets: at least 2x the throughput, at most 0.6 s of CPU a submission). Both
+   grade the exercises the code before can read (the bank has gained a few it cannot since),
+   each with an answer key it built itself at the same seed (the key's format changed since);
 2. `--cluster N` submissions (default 200) graded by a `dask scheduler` and two `dask worker`
    processes of one thread each on 127.0.0.1, against `-j 2` on this machine (the overhead of
-   the cluster); the cluster's start is timed apart.
+   the cluster), on the whole snapshot; the cluster's start is timed apart.
 
 Run: `python bench/bench_batch.py [--cluster 200] [--rounds 1]`. Rounds alternate before and
 after; each figure is the best of its rounds. Load averages before and after are reported:
@@ -63,24 +65,52 @@ def batch(folder: Path, out: Path, bank: Path, key: Path, *options: str) -> list
             "--exercises", str(bank), "--key", str(key), *options]
 
 
-def long_lived(work: Path, bank: Path, key: Path, before: str, rounds: int) -> dict[str, Any]:
-    """Figure 1: 50 submissions, -j 2, before and after, alternating."""
+def unreadable(old: Path, bank: Path) -> list[str]:
+    """The exercise files of `bank` that the code in `old` cannot load."""
+    listed = subprocess.run(
+        [sys.executable, "-c", "import json, sys; from gradcheck.bank.loader import load_bank; "
+         "print(json.dumps([str(p) for p, _ in load_bank(sys.argv[1]).broken]))", str(bank)],
+        env={**os.environ, "PYTHONPATH": str(old)}, cwd=tempfile.gettempdir(), check=True,
+        capture_output=True, text=True).stdout
+    return json.loads(listed)
+
+
+def build_key(bank: Path, key: Path, env: dict[str, str] | None = None) -> None:
+    subprocess.run([sys.executable, "-m", "gradcheck", "key", "build", "--exercises",
+                    str(bank), "--seed", str(SEED), "--out", str(key)], check=True,
+                   capture_output=True, cwd=tempfile.gettempdir(), env=env)
+
+
+def long_lived(work: Path, bank: Path, before: str, rounds: int) -> dict[str, Any]:
+    """Figure 1: 50 submissions, -j 2, before and after, alternating, on the exercises of
+    `bank` that the code before can read, each with its own key."""
     old = work / "before"
     old.mkdir()
     archive = subprocess.run(["git", "archive", before, "gradcheck", "exercises", "reference",
                               "examples", "pyproject.toml"], cwd=ROOT, check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    common = Path(shutil.copytree(bank, work / "common"))
+    left_out = unreadable(old, common)
+    for path in left_out:
+        Path(path).unlink()
+    envs = {"before": {**os.environ, "PYTHONPATH": str(old)}, "after": None}
+    keys = {label: work / f"key-{label}.json" for label in envs}
+    for label, env in envs.items():
+        build_key(common, keys[label], env)
     folder = submissions(work / "fifty", 50)
-    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for number in range(rounds):
-        for label, env in (("before", {**os.environ, "PYTHONPATH": str(old)}), ("after", None)):
+        for label, env in envs.items():
             out = work / f"{label}-{number}"
-            runs[label].append(timed(batch(folder, out, bank, key, "-j", "2"), env))
+            runs[label].append(timed(batch(folder, out, common, keys[label], "-j", "2"), env))
             runs[label][-1]["scores"] = graded(out)
-    assert runs["before"][0]["scores"] == runs["after"][0]["scores"], "the scores differ"
+    first = {label: found[0]["scores"] for label, found in runs.items()}
     best = {label: min(found, key=lambda run: run["s"]) for label, found in runs.items()}
     return {"submissions": 50, "before_rev": before,
+            "exercises_left_out": [Path(path).name for path in left_out],
+            "scores_that_differ": sorted(name for name, score in first["after"].items()
+                                         if first["before"].get(name) != score),
             "before_s": best["before"]["s"], "after_s": best["after"]["s"],
             "throughput_ratio": best["before"]["s"] / best["after"]["s"],
             "before_cpu_per_submission_s": min(r["cpu_s"] for r in runs["before"]) / 50,
@@ -133,18 +163,18 @@ def run(count: int = 200, rounds: int = 1, before: str = BEFORE,
     """Both figures, as plain data; `leave_out`: folders of the bank left out of the snapshot."""
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         work = Path(tmp)
-        bank, key = snapshot(work), work / "key.json"
+        bank = snapshot(work)
         for folder in leave_out:
             shutil.rmtree(bank / folder)
-        subprocess.run([sys.executable, "-m", "gradcheck", "key", "build", "--exercises",
-                        str(bank), "--seed", str(SEED), "--out", str(key)], check=True,
-                       capture_output=True, cwd=ROOT)
-        load_before = os.getloadavg()
-        figures = {"cpus": len(os.sched_getaffinity(0)), "load_average_before": load_before,
-                   "left_out": list(leave_out),
-                   "long_lived": long_lived(work, bank, key, before, rounds)}
+        figures: dict[str, Any] = {"cpus": len(os.sched_getaffinity(0)),
+                                   "load_average_before": os.getloadavg(),
+                                   "left_out": list(leave_out),
+                                   "long_lived": long_lived(work, bank, before, rounds)}
         print(json.dumps(figures["long_lived"]), file=sys.stderr, flush=True)  # while it runs on
+        figures["load_average_between"] = os.getloadavg()
         if count:
+            key = work / "key.json"
+            build_key(bank, key)
             figures["cluster"] = cluster(work, bank, key, count)
         figures["load_average_after"] = os.getloadavg()
         return figures

@@ -13,6 +13,7 @@ Ctrl-C, as far as grading went, marked unfinished).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shlex
 import sys
@@ -21,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradcheck import __version__, watch
+from gradcheck import __version__, oracles, watch
 from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
 from gradcheck.bank.models import ORACLES
 from gradcheck.bank import selection
@@ -184,6 +185,10 @@ def _serve(args: argparse.Namespace, bank: Bank) -> int:
             return _cannot_run(args, problem)
         return grade_and_report(args, bank, args.seed, key)[0]
 
+    # imported here once, not in every fork: finite differences, which random programs run
+    # live, and numpy's generators, which draw the points
+    oracles.backend("fd")
+    importlib.import_module("numpy.random")
     return slots.serve(grade)
 
 
