@@ -14,6 +14,7 @@ What the search cannot confirm is left to the oracles' agreement at sampled poin
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -55,11 +56,16 @@ def reached(program: Program, values: Mapping[str, Any], domains: Mapping[str, I
     pieces = [allowed(domains[name], margin) for name in sampled]
     for box in itertools.islice(itertools.product(*pieces), MAX_PIECES):
         region = dict(zip(sampled, box))
-        candidates = bounded(program, values, region)
+        candidates = [(i, edge, kind) for i, edge, kind in bounded(program, values, region)
+                      if _place(program.nodes[i]) not in found]
         if candidates:
-            for hit in _confirmed(program, values, region, candidates):
-                found.setdefault((hit.node.line, hit.node.column, hit.node.text), hit)
+            _confirm(program, values, region, candidates, found)
     return list(found.values())
+
+
+def _place(node: Node) -> tuple[int, int, str]:
+    """Where an operation is written: a loop repeats the same place."""
+    return node.line, node.column, node.text
 
 
 def _edges(program: Program, node: Node) -> list[tuple[Edge, str]]:
@@ -134,7 +140,9 @@ def _round_numbers(lo: float, hi: float) -> np.ndarray:
 
 
 def _values_at(program: Program, values: Mapping[str, Any],
-               points: Mapping[str, np.ndarray]) -> list[Any]:
+               points: Mapping[str, np.ndarray], upto: int) -> list[Any]:
+    """The values of the nodes up to node `upto` (the rest need not be computed) at `points`."""
+    program = dataclasses.replace(program, nodes=program.nodes[:upto + 1])
     leaves = {}
     for name, size in program.inputs.items():
         if name in points:
@@ -146,15 +154,18 @@ def _values_at(program: Program, values: Mapping[str, Any],
         return evaluate(program, leaves, array_apply(np))
 
 
-def _confirmed(program: Program, values: Mapping[str, Any],
-               region: Mapping[str, tuple[float, float]],
-               candidates: list[tuple[int, Edge, str]]) -> list[Reached]:
+def _confirm(program: Program, values: Mapping[str, Any],
+             region: Mapping[str, tuple[float, float]], candidates: list[tuple[int, Edge, str]],
+             found: dict[tuple[int, int, str], Reached]) -> None:
+    """Add to `found` (by place) each candidate that a searched point of the region confirms."""
     rng = np.random.default_rng(0)
     points = _search_points(program, region, rng)
-    at = _values_at(program, values, points)
-    out = []
+    at = _values_at(program, values, points,
+                    max(program.nodes[i].args[edge.arg] for i, edge, _ in candidates))
     for i, edge, kind in candidates:
         node = program.nodes[i]
+        if _place(node) in found:
+            continue
         argument = program.nodes[node.args[edge.arg]]
         v = np.asarray(at[node.args[edge.arg]], np.float64) - edge.at
         # one row per element: a scalar (or a constant) one row, a 1-D value one per element
@@ -176,9 +187,8 @@ def _confirmed(program: Program, values: Mapping[str, Any],
         witness = {name: _point_value(points[name], best) for name in inputs}
         roots = _roots(program, values, region, inputs[0], witness, node.args[edge.arg],
                        edge.at) if len(inputs) == 1 and program.inputs[inputs[0]] is None else ()
-        out.append(Reached(node, argument, edge, kind, inputs, float(row[best]) + edge.at,
-                           witness, roots))
-    return out
+        found[_place(node)] = Reached(node, argument, edge, kind, inputs,
+                                      float(row[best]) + edge.at, witness, roots)
 
 
 def _point_value(column: np.ndarray, i: int) -> Any:
@@ -213,8 +223,8 @@ def _roots(program: Program, values: Mapping[str, Any],
                       else np.broadcast_to(v[:, None], v.shape + t.shape))
                   for n, v in others.items()}
         points[name] = t
-        return np.broadcast_to(np.asarray(_values_at(program, values, points)[argument],
-                                          np.float64), t.shape) - at
+        value = _values_at(program, values, points, argument)[argument]
+        return np.broadcast_to(np.asarray(value, np.float64), t.shape) - at
 
     grid = np.linspace(lo, hi, ALONG)[1:-1]
     f = along(grid)
