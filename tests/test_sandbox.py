@@ -305,10 +305,10 @@ def test_processes_started_in_a_quick_request_are_counted_after_it():
     w = worker("fork_flood", max_tasks=1000)
     try:
         assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
-        assert [pid for pid, *_ in w._census.processes(w.pid)] == [w.pid]
+        assert [pid for pid, *_ in w._census.processes(w.pid, w._since)] == [w.pid]
         reply = w.request(gradients(ADD_EXP), timeout=10)
         assert reply["results"][0]["error"] is None
-        assert sorted(pid for pid, *_ in w._census.processes(w.pid)) == sorted(running(w))
+        assert sorted(pid for pid, *_ in w._census.processes(w.pid, w._since)) == sorted(running(w))
         assert len(running(w)) == 201
     finally:
         w.close()

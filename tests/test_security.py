@@ -558,6 +558,48 @@ def test_a_child_that_outlives_its_worker_comes_back_to_the_grader_and_is_killed
         assert not [pid for pid in census.adopted(0) if alive(pid)]
 
 
+_UNREAPED = """
+import ctypes, os, sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+_backward = Tensor.backward
+
+
+def backward(self, *args, **kwargs):
+    ctypes.CDLL(None).prctl(36, 0)  # the worker is a child subreaper no more
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:  # its parent exits: it is the grader's now, 300 processes and all
+            with open({pidfile!r}, "w") as f:
+                f.write(str(os.getpid()))
+            for _ in range(300):
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+            time.sleep(60)
+        os._exit(0)
+    time.sleep(5)  # the worker itself goes on as if nothing happened
+    return _backward(self, *args, **kwargs)
+
+
+Tensor.backward = backward
+"""
+
+
+def test_the_orphans_the_grader_adopts_count_against_the_workers_limits(tmp_path):
+    """A worker that stops being a subreaper, then daemonises a child: the daemon is reparented
+    to the grader, outside the worker's session and tree, and still counts against its limits
+    while the worker runs (here: 300 processes), then dies with it."""
+    pidfile = tmp_path / "daemon.pid"
+    submission = tmp_path / "unreaped.py"
+    submission.write_text(_UNREAPED.format(engines=str(ENGINES), pidfile=str(pidfile)))
+    with Worker(submission, import_timeout=10) as worker:
+        reply = worker.request(ONE_POINT, timeout=10)
+        assert isinstance(reply, Failure) and reply.kind == "tasks", reply
+        assert gone_within(_escaped(pidfile), 2)
+        assert not [pid for pid in census.adopted(0) if alive(pid)]
+
+
 @as_another_user
 def test_no_process_of_a_worker_user_outlives_its_worker(tmp_path, open_folder):
     """As a user of its own, every process of that uid is killed before the uid serves

@@ -29,14 +29,19 @@ class Census:
         self.at = -RESCAN
         self.pids: frozenset[int] | None = None
 
-    def processes(self, session: int) -> list[tuple[int, int, int]]:
-        """(pid, threads, resident bytes) of the session's processes now, as :func:`members`."""
+    def processes(self, session: int, since: int,
+                  exclude: Iterable[int] = ()) -> list[tuple[int, int, int]]:
+        """(pid, threads, resident bytes) of the session's processes now, and of the orphans
+        this process adopted since the clock tick `since` (but `exclude`), as :func:`members`.
+        (An orphan keeps its pid: it was found through its parent in the scan before.)"""
         last, now = _last_pid(), time.monotonic()
-        if last is None or self.pids is None or self.last_pid != last or now - self.at >= RESCAN:
-            found = members(session)
+        among = self.pids
+        if last is None or among is None or self.last_pid != last or now - self.at >= RESCAN:
+            among = None
+        found = members(session, among=among, orphans_since=since, exclude=exclude)
+        if among is None:
             self.last_pid, self.at, self.pids = last, now, frozenset(pid for pid, *_ in found)
-            return found
-        return members(session, among=self.pids)
+        return found
 
 
 def _last_pid() -> int | None:
@@ -49,11 +54,14 @@ def _last_pid() -> int | None:
 
 
 def members(session: int, roots: set[int] = frozenset(),
-             among: Iterable[int] | None = None) -> list[tuple[int, int, int]]:
-    """(pid, threads, resident bytes) of each live process in `session`, in `roots`, or
-    descending from one of those (a child that called setsid() is found through its parent);
-    looked for among all processes, or only `among` these pids."""
+            among: Iterable[int] | None = None, orphans_since: int | None = None,
+            exclude: Iterable[int] = ()) -> list[tuple[int, int, int]]:
+    """(pid, threads, resident bytes) of each live process in `session`, in `roots`, adopted by
+    this process since `orphans_since` (as :func:`adopted`, but `exclude`), or descending from
+    one of those (a child that called setsid() is found through its parent); looked for among
+    all processes, or only `among` these pids."""
     stats: dict[int, tuple[int, int, int, int]] = {}
+    own = set(exclude)
     for name in (os.listdir("/proc") if among is None else map(str, among)):
         if not name.isdigit():
             continue
@@ -63,6 +71,8 @@ def members(session: int, roots: set[int] = frozenset(),
         if fields[0] != b"Z":  # zombies hold no memory and run nothing
             stats[int(name)] = (int(fields[1]), int(fields[3]), int(fields[17]),
                                 int(fields[21]) * _PAGE)
+            if orphans_since is not None and _adopted(int(name), fields, orphans_since, own):
+                roots = roots | {int(name)}
     found = {pid for pid, (_, sid, _, _) in stats.items() if sid == session or pid in roots}
     while True:
         more = {pid for pid, (ppid, *_) in stats.items() if ppid in found} - found
@@ -116,16 +126,19 @@ def adopted(since: int, exclude: Iterable[int] = ()) -> set[int]:
     itself, in sessions of their own). An orphan of a worker that died first (a child that
     called setsid(), then its parent exited) comes back here instead of to init; this finds it,
     dead or alive, and its descendants are found through it."""
-    me, mine, own = os.getpid(), os.getsid(0), set(exclude)
+    own = set(exclude)
     found = set()
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in own:
-            continue
-        fields = _stat(int(name))
-        if (fields is not None and int(fields[1]) == me and int(fields[3]) != mine
-                and int(fields[19]) >= since):
+        if name.isdigit() and _adopted(int(name), _stat(int(name)), since, own):
             found.add(int(name))
     return found
+
+
+def _adopted(pid: int, fields: list[bytes] | None, since: int, exclude: set[int]) -> bool:
+    """Whether the process of these /proc stat `fields` is an orphan this process adopted: its
+    child, in another session, started at `since` or later, not one of `exclude`."""
+    return (fields is not None and pid not in exclude and int(fields[1]) == os.getpid()
+            and int(fields[3]) != os.getsid(0) and int(fields[19]) >= since)
 
 
 def reap(pids: Iterable[int]) -> None:

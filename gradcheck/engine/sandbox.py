@@ -411,7 +411,7 @@ class Worker:
 
     def _over_limits(self) -> Failure | None:
         assert self._proc is not None
-        members = self._census.processes(self._proc.pid)
+        members = self._census.processes(self._proc.pid, self._since, _RUNNING)
         if sum(threads for _, threads, _ in members) > self.max_tasks:
             return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
                               f"or threads {self._where()}")
