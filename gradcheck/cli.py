@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from gradcheck import __version__, oracles, watch
-from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
-from gradcheck.bank.models import ORACLES
 from gradcheck.bank import selection
+from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
 from gradcheck.bank.loader import Bank
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, slots, validate
@@ -39,6 +38,7 @@ from gradcheck.grading.grader import (
     prestart,
     resolve_submission,
 )
+from gradcheck.grading.plan import oracle_list
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import explain, github
 from gradcheck.reports.gradescope import ResultsFile, write_results_json
@@ -105,7 +105,7 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--worker-python", metavar="PATH",
                    help="the Python the worker runs (default: the grader's own); with "
                         "--worker-user, one that user may run")
-    p.add_argument("--oracles", type=_oracles, metavar="fd,torch,jax",
+    p.add_argument("--oracles", type=oracle_list, metavar="fd,torch,jax",
                    help="restrict the oracles used (default: those each exercise lists)")
     p.add_argument("--fail-under", metavar="SCORE", type=float,
                    help=f"exit with status {UNDER_THRESHOLD} when the total is under SCORE points")
@@ -338,15 +338,6 @@ def reproduction(args: argparse.Namespace, seed: int) -> str:
     if args.timeout:
         words += ["--timeout", f"{args.timeout:g}"]
     return shlex.join(words + ["--seed", str(seed)])
-
-
-def _oracles(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(ORACLES))
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: choose among {', '.join(ORACLES)}, separated by commas")
-    return names
 
 
 def _positive(text: str) -> float:

@@ -4,6 +4,7 @@ and the hypothesis strategies it draws points with."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -23,6 +24,7 @@ from gradcheck.bank.tolerances import Tolerance, Tolerances
 from gradcheck.check import trace
 from gradcheck.engine import torch_engine
 from gradcheck.grading.compare import KINK
+from gradcheck.grading.digits import number_text, pair_text
 from gradcheck.oracles import compute
 from gradcheck.program.ops import OPS, Interval
 
@@ -104,7 +106,7 @@ def test_inputs_are_inferred_from_the_points_with_lists_as_one_dimensional():
 def test_a_disagreement_without_an_engine_is_not_ok_and_is_classified():
     report = gradcheck.check("z = relu(x)", at=[{"x": 0.0}, {"x": 1.0}])
     assert not report.ok
-    assert "kink (not graded): dz/dx at x=0.0: torch 0, jax 0, finite differences 0.5" in str(
+    assert "kink (not graded): dz/dx at x=0.0: torch 0.0, jax 0.0, finite differences 0.5" in str(
         report)
     settled = gradcheck.check("z = relu(x)", at=[{"x": 0.0}], convention="torch")
     assert settled.ok and "graded by torch's convention" in str(settled)
@@ -318,13 +320,41 @@ def test_of_two_kinked_operations_the_one_at_its_kink_is_named():
         assert d.detail.endswith(named)
 
 
-def test_a_failed_check_with_an_engine_names_the_faulty_operation():
+def most_digits(text: str) -> int:
+    """The most significant digits of any number written in `text`."""
+    mantissas = re.findall(r"(?<![\w.])-?(\d+(?:\.\d+)?)(?:e[-+]?\d+)?(?![\w.])", text)
+    return max(len(m.replace(".", "").lstrip("0").rstrip("0") or "0") for m in mantissas)
+
+
+def test_every_number_of_a_report_has_at_most_10_significant_digits():
+    report = gradcheck.check("z = x * y + x", at={"x": 0.1 + 0.2, "y": 8.770195113480294e-247},
+                             engine=mutant("mul"))
+    text = str(report)
+    assert "At x=0.3, y=8.770195113e-247, the backward of `x * y`" in text
+    assert most_digits(text) == 10 and "0.30000000000000004" not in text
+
+
+def test_numbers_that_read_the_same_are_told_apart_by_their_difference():
+    assert pair_text(0.1 + 0.2, 0.3) == ("0.3 + 5.55e-17", "0.3")
+    assert pair_text([1.0, 0.3], [1.0, 0.1 + 0.2]) == (
+        "[1.0, 0.3] (element 1 is 0.3 - 5.55e-17)", "[1.0, 0.3]")
+    assert pair_text(-0.0, 0.0) == ("-0.0", "0.0")
+    assert number_text(123456789012.0) == "1.23456789e+11" and number_text(3) == "3.0"
+    assert number_text(list(range(8))) == "[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, ... (8 values)]"
+
+
+def mutant(name: str) -> types.ModuleType:
+    """The reference engine with one of tests/engines/mutant.py's bugs."""
     sys.path.insert(0, str(Path(__file__).parent / "engines"))
     try:
         from mutant import load
     finally:
         sys.path.pop(0)
-    report = gradcheck.check("y = x * 3\nz = y.exp() + x", at={"x": 0.5}, engine=load("exp"))
+    return load(name)
+
+
+def test_a_failed_check_with_an_engine_names_the_faulty_operation():
+    report = gradcheck.check("y = x * 3\nz = y.exp() + x", at={"x": 0.5}, engine=mutant("exp"))
     assert not report.ok
     assert report.diagnosis.splitlines()[0] == (
         "At x=0.5, the backward of `y.exp()` (ExpBackward0, line 2 of the program) passed 1.0 to "

@@ -314,8 +314,8 @@ def test_a_point_left_out_at_a_kink_is_said_even_when_the_rest_match():
     assert grading.passed and not grading.nothing_graded
     assert grading.message.startswith(
         "all 2 graded points match the oracles; not graded: 1 value at 1 point where the "
-        "oracles disagree (convention), first dz/dx at x=0.0, y=2.0: torch 0, jax 2, finite "
-        "differences 0")
+        "oracles disagree (convention), first dz/dx at x=0.0, y=2.0: torch 0.0, jax 2.0, finite "
+        "differences 0.0")
 
 
 def test_a_check_with_no_graded_gradient_is_not_a_pass():

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import gradcheck
 from gradcheck import cli
+from gradcheck.bank.bundled import bank_dir
 from gradcheck.grading.chain_rule import walk
 from gradcheck.program.language import parse
 from gradcheck.reports import graph_picture
@@ -168,3 +170,78 @@ def test_without_dot_a_dot_file_is_written_and_pictures_say_what_to_install(
     assert status == 2
     assert graph_picture.NO_DOT in err
     assert not (tmp_path / "z.svg").exists()
+
+
+# --- explain reaches grade's verdict ------------------------------------------------------------
+
+#: tests/engines/odd_*.py and a few bugs of gradcheck/course/mutants.py, each on exercises where
+#: it shows: a chain-rule exercise with every first-order kind of check (gradients, sampled,
+#: answers, graph, behaviour), a diamond (order bugs), a hessian and a random_programs check.
+ODD_ENGINES = sorted(path.stem for path in ENGINES.glob("odd_*.py"))
+MUTANTS = ["mul-own-operand", "grad-overwritten-between-paths", "retain-graph-ignored",
+           "create-graph-ignored"]
+AGREEMENT = ([(engine, exercise) for engine in ODD_ENGINES
+              for exercise in ("chain-rule-z", "diamond-short-path-first")]
+             + [(engine, "second-derivative-square")
+                for engine in ("odd_set_order", "odd_float32_grads", "create-graph-ignored")]
+             + [(engine, "mixed-arithmetic") for engine in ("odd_set_order", "mul-own-operand")]
+             + [(mutant, "chain-rule-z") for mutant in MUTANTS])
+SEED = 17
+FILES = {"chain-rule-z": "chain-rule"}  # an exercise's file, where it is not named by its id
+
+
+def printed_verdicts(out: str) -> dict[str, tuple[str, str]]:
+    """explain's verdict section: check -> (status, message)."""
+    section = out[out.index("\nThe verdict of `gradcheck grade "):].splitlines()[2:]
+    verdicts: dict[str, tuple[str, list[str]]] = {}
+    for line in section:
+        if line.startswith("      "):
+            verdicts[check][1].append(line[6:])
+        elif line.startswith("  "):
+            check, _, rest = line[2:].partition(": ")
+            verdicts[check] = (rest.split(",")[0], [])
+    return {check: (status, "\n".join(lines)) for check, (status, lines) in verdicts.items()}
+
+
+@pytest.fixture(scope="module")
+def engine_files(tmp_path_factory) -> dict[str, Path]:
+    from gradcheck.course.mutants import CATALOGUE
+    from gradcheck.course.mutation import write_mutants
+
+    folder = tmp_path_factory.mktemp("mutants")
+    write_mutants(folder, [m for m in CATALOGUE if m.name in MUTANTS])
+    return {**{name: ENGINES / f"{name}.py" for name in ODD_ENGINES},
+            **{name: folder / f"{name}.py" for name in MUTANTS}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine, exercise", AGREEMENT)
+def test_explain_reaches_grades_verdict_on_every_check(capsys, engine_files, engine, exercise):
+    path = next(bank_dir().glob(f"*/{FILES.get(exercise, exercise)}.exercise.yaml"))
+    report = gradcheck.grade(engine_files[engine], [path], seed=SEED)
+    status, out, _ = explain(capsys, path, "--submission", engine_files[engine],
+                             "--seed", SEED)
+    graded = {r.check: (r.status, r.message) for r in report.results}
+    assert printed_verdicts(out) == graded
+    assert status == (1 if any(s != "passed" for s, _ in graded.values()) else 0)
+    if any("not deterministic" in message for _, message in graded.values()):
+        # one run's values beside torch's would contradict what grade says
+        assert "yours: value" not in out and "it is not deterministic" in out
+
+
+def test_behaviour_steps_show_torch_beside_the_engine_and_mark_grades_step(capsys, engine_files):
+    path = next(bank_dir().glob("*/two-passes-add-up.exercise.yaml"))
+    status, out, _ = explain(capsys, path)  # torch alone: what each step leaves
+    assert status == 0
+    assert "2. y.backward(retain_graph=True)  x.grad = 12.0\n" in out
+    assert "4. y.backward()                   raises RuntimeError: Trying to backward" in out
+    status, out, _ = explain(capsys, path, "--submission", engine_files["retain-graph-ignored"],
+                             "--seed", SEED)
+    assert status == 1
+    marked = [line for line in out.splitlines() if line.endswith("<- departs here")]
+    # the engine freed the graph that retain_graph=True keeps: its second pass raises
+    assert len(marked) == 1 and marked[0].startswith("2. y.backward(retain_graph=True)  "
+                                                     "x.grad = 12.0  ")
+    assert "  raises RuntimeError: " in marked[0]
+    assert printed_verdicts(out)["behaviour"][1].startswith(
+        "step 2, `y.backward(retain_graph=True)` (")

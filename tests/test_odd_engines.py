@@ -97,7 +97,7 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
         }),
         "unused-input-grad-none": (0.0, {
             "gradients": "dy/db at a=1.5, b=-0.5: expected None (the output does not depend on "
-                         "it, so torch leaves .grad None), found -0; 1 of 1 points failed",
+                         "it, so torch leaves .grad None), found -0.0; 1 of 1 points failed",
             "sampled": "dy/db at a=…, b=…: expected None (the output does not depend on it, so "
                        "torch leaves .grad None), found …. … more wrong values; … of … points "
                        "failed",

@@ -197,7 +197,7 @@ def test_a_listed_point_where_oracles_disagree_is_shown(tmp_path):
     [problem] = agreement_problems(_exercise(tmp_path, text))
     assert (problem.line, problem.field) == (11, "checks.gradients.points[1]")
     assert problem.message.startswith("the oracles disagree (convention): dy/dx at x=0.0: "
-                                      "torch 0, jax 3")
+                                      "torch 0.0, jax 3.0")
     # an exercise that says whose derivative it grades at the kink has nothing to fix
     assert agreement_problems(_exercise(tmp_path, text + "convention: torch\n")) == []
 

@@ -12,7 +12,6 @@ a fresh leaf per operand slot, so `x * x` has two edges into x, as in torch's ow
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -181,25 +180,3 @@ def walk(program: Program, point: Mapping[str, Any], requires_grad: Sequence[str
         raise WalkError(f"torch raised {error['type']} {handler.PHASES.get(error['phase'], '')}: "
                         f"{error['message']}")
     return Walk(program, point, trace)
-
-
-def number_text(x: Numbers, digits: int = 10) -> str:
-    """A value for people: `2.0`, `0.3333333333`, `[1.0, 2.0]`, `None`."""
-    if x is None:
-        return "None"
-    if isinstance(x, list):
-        shown = [number_text(v, digits) for v in x[:6]]
-        return "[" + ", ".join(shown + ["..."] * (len(x) > 6)) + "]"
-    x = float(x)
-    if math.isfinite(x) and x == int(x) and abs(x) < 1e15:
-        return f"{x:.1f}"
-    return f"{x:.{digits}g}"
-
-
-def pair_text(found: Numbers, expected: Numbers) -> tuple[str, str]:
-    """Both values with enough digits that different numbers never print the same."""
-    for digits in (10, 13, 17):
-        a, b = number_text(found, digits), number_text(expected, digits)
-        if a != b:
-            break
-    return a, b

@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from gradcheck.bank.tolerances import Tolerance, Tolerances, same
+from gradcheck.grading.digits import number_text
 from gradcheck.grading.uses import Use, describe
 from gradcheck.oracles import OracleResult, Skipped, as_batch, reached_inputs
 from gradcheck.program.language import Program
@@ -40,7 +41,6 @@ ORACLE_LABELS = {"fd": "finite differences", "torch": "torch", "jax": "jax",
 #: cannot be used (random programs graded with an answer key, `gradcheck fuzz` without torch)
 ANALYTIC = ("torch", "jax", "reference")
 _ORDER = (*ANALYTIC, "fd")
-_SHOWN_ELEMENTS = 6  # of a 1-D input, in a point's description
 
 
 # --- agreement ----------------------------------------------------------------------------------
@@ -263,8 +263,9 @@ class Mismatch:
             expected = "None (the output does not depend on it, so torch leaves .grad None)"
         else:
             source = f"{self.convention}'s convention; " if self.convention else ""
-            expected = f"{_num(self.expected)} ({source}{_each(self.oracles)})"
-        text = f"{self.label} at {self.point_text}: expected {expected}, found {_num(self.found)}"
+            expected = f"{number_text(self.expected)} ({source}{_each(self.oracles)})"
+        text = (f"{self.label} at {self.point_text}: expected {expected}, found "
+                f"{number_text(self.found)}")
         if self.abs_error is not None:
             text += f"; abs error {self.abs_error:.3g}, rel error {self.rel_error:.3g}"
         return text
@@ -559,27 +560,16 @@ def _author_notes(agreement: Agreement, disagreements: list[Disagreement],
 
 
 def format_point(program: Program, batch: Mapping[str, np.ndarray], i: int) -> str:
-    """`x=1.5, v=[1.0, 2.0]`: exact (shortest round-trip) values, to reproduce the point; a long
-    1-D value shows its first elements only."""
+    """`x=1.5, v=[1.0, 2.0]`, a long 1-D value by its first elements only."""
     if not batch:
         return f"point {i}"
-    return ", ".join(f"{name}={exact_text(batch[name][i])}" for name in program.inputs)
+    return point_text({name: batch[name][i] for name in program.inputs})
 
 
-def exact_text(value: Any) -> str:
-    """A number or a 1-D value exactly (shortest round trip), a long one by its first elements
-    and its length: `[0.5, 1.0, ... (3000 values)]`."""
-    if np.ndim(value) == 0:
-        return repr(float(value))
-    shown = [repr(float(x)) for x in value[:_SHOWN_ELEMENTS]]
-    if len(value) > _SHOWN_ELEMENTS:
-        shown.append(f"... ({len(value)} values)")
-    return f"[{', '.join(shown)}]"
-
-
-def _num(x: float | None) -> str:
-    return "None" if x is None else f"{x:.10g}"
+def point_text(point: Mapping[str, Any]) -> str:
+    """A point's inputs as a message shows them: `x=1.5, v=[1.0, 2.0]`."""
+    return ", ".join(f"{name}={number_text(value)}" for name, value in point.items())
 
 
 def _each(oracles: Mapping[str, float]) -> str:
-    return ", ".join(f"{ORACLE_LABELS.get(k, k)} {_num(v)}" for k, v in oracles.items())
+    return ", ".join(f"{ORACLE_LABELS.get(k, k)} {number_text(v)}" for k, v in oracles.items())

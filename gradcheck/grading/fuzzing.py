@@ -44,6 +44,7 @@ from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Failure
 from gradcheck.grading import compare, localise, verdicts
 from gradcheck.grading.compare import ORACLE_LABELS, Grading
+from gradcheck.grading.digits import number_text
 
 #: The oracles of a live search, when installed.
 LIVE = ("fd", "torch", "jax")
@@ -80,7 +81,8 @@ class Finding:
         """The finding as feedback: the program, the point, the steps, and what differs. A
         missing piece comes first, naming the form that needs it, as in every other check's
         message (reports group checks by that line)."""
-        point = ", ".join(f"{name} = {value!r}" for name, value in self.drawn.point.items())
+        point = ", ".join(f"{name} = {number_text(value)}"
+                          for name, value in self.drawn.point.items())
         lead, message = "", self.message
         if self.blocked_by:
             lead, _, message = message.partition("\n")

@@ -42,7 +42,8 @@ from gradcheck.grading import (
     score,
     verdicts,
 )
-from gradcheck.grading.chain_rule import number_text
+from gradcheck.grading.chain_rule import trace_request
+from gradcheck.grading.digits import number_text
 from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.workers import Workers, details_shown
@@ -87,7 +88,8 @@ class Grader:
                  oracles: Sequence[str] | None = None,
                  timeout: float | None = None, memory_mb: int | None = DEFAULT_MEMORY_MB,
                  worker: Mapping[str, Any] | None = None,
-                 total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT) -> None:
+                 total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
+                 records: bool = False) -> None:
         self.label = str(submission)
         self.path = resolve_submission(submission)
         #: the answer key: torch's and jax's results come from it, for the exercises it holds.
@@ -121,6 +123,9 @@ class Grader:
         self._detail: dict[str, Any] = {}
         #: the check being graded: its hint, if it has one, is shown instead of the exercise's
         self._check = ""
+        #: keep torch's and the engine's records of graph and behaviour checks that pass too
+        #: (`gradcheck explain` shows them; reports show those of failed checks only)
+        self.records = records
         #: what `inspect` says the engine lacks of the higher-order protocol, asked once per
         #: worker side (visible, or not)
         self._missing: dict[bool, dict[str, str]] = {}
@@ -193,6 +198,24 @@ class Grader:
                 author_notes=notes, blocked_by=blocked_by,
                 detail=self._detail))
         return results
+
+    def grade_point(self, exercise: Exercise, point: dict[str, Any]
+                    ) -> tuple[Outcome, dict[str, Any]]:
+        """The exercise's gradients at one point, graded as a `gradients` check grades each of
+        its points (the determinism probe, the oracles, the diagnosis), and what the diagnosis
+        read: the detail of a failed gradients check, with the engine's trace records there
+        (`found`) whenever the engine is deterministic. `gradcheck explain` shows its walk so."""
+        self._detail, self._check = {}, "gradients"
+        budget = _Budget(self.timeout or exercise.timeout)
+        outcome = self._gradients(exercise, "gradients", [point],
+                                  self._wanted(exercise, "gradients"), budget)
+        detail = {**self._detail, "point": dict(point)}
+        if "found" not in detail and not detail.get("nondeterministic"):
+            reply = self._ask(exercise, trace_request(exercise.program, point,
+                                                      exercise.grad_names), budget)
+            if isinstance(reply, dict) and reply.get("nodes"):
+                detail["found"] = reply["nodes"]
+        return outcome, detail
 
     def broken_result(self, path: str | Path, error: ExerciseError) -> CheckResult:
         """A broken exercise file: one failing result that shows where and what."""
@@ -366,6 +389,7 @@ class Grader:
         grading = compare.grade(program, points, exercise.grad_names, expected.result(),
                                 reply["results"], exercise.tolerance.pair(), exercise.convention)
         if unsteady:
+            self._detail = {"point": dict(points[0]), "nondeterministic": True}
             return Outcome("failed", _with_hint(f"{unsteady}\n{grading.message}", exercise, self._check),
                            grading.author_notes)
         if grading.count("skipped") == len(points) or grading.nothing_graded:
@@ -478,13 +502,16 @@ class Grader:
         if isinstance(reply, Failure):
             return Outcome("failed", reply.message, [])
         found = verdict(expected, reply, exercise)
-        if found.message:
+        if found.message or self.records:
             self._detail = {"torch": expected, "engine": reply}
             if request["kind"] == "behaviour":
                 self._detail["steps"] = [
                     localise.step_code(step, exercise.program.output_name)
                     for step in exercise.checks.behaviour.steps]
-            return Outcome("failed", _with_hint(found.message, exercise, self._check), [], found.blocked_by)
+                self._detail["step"] = found.step
+        if found.message:
+            return Outcome("failed", _with_hint(found.message, exercise, self._check), [],
+                           found.blocked_by)
         return Outcome("passed", "", [])
 
     def _torch_record(self, exercise: Exercise, request: dict[str, Any]
@@ -506,7 +533,7 @@ class Grader:
                     if self.key is not None else f"skipped: {why}")
             else:  # torch is imported there too, so the worker can answer meanwhile
                 self._torch_records[cache_key] = self._in_background(
-                    "gradcheck-oracles", _torch_answer, request)
+                    "gradcheck-oracles", torch_answer, request)
         return self._torch_records[cache_key]
 
     def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget
@@ -550,7 +577,7 @@ class Grader:
                 seen = [first["grads"].get(name), result["grads"].get(name)]
                 if seen[0] != seen[1]:
                     shown = " and ".join(number_text(v) for v in seen)
-                    at = ", ".join(f"{n}={compare.exact_text(v)}" for n, v in point.items())
+                    at = compare.point_text(point)
                     return (f"your engine is not deterministic: the same backward gave {shown} "
                             f"for d{out}/d{name} at {at}; visit the nodes in an order that does "
                             "not change from run to run (not the order of a set)")
@@ -640,7 +667,9 @@ def _piece(name: str) -> str:
     return "backward(create_graph=True)" if name == handler.CREATE_GRAPH else name
 
 
-def _torch_answer(request: dict[str, Any]) -> dict[str, Any]:
+def torch_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """torch's answer to a request, observed in this process through the probe (torch is
+    trusted)."""
     from gradcheck.engine import torch_engine
 
     return handler.handle(torch_engine, request)

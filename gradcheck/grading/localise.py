@@ -28,16 +28,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from gradcheck.bank.tolerances import Tolerance
-from gradcheck.grading.chain_rule import (
-    Edge,
-    Walk,
-    WalkError,
-    number_text,
-    pair_text,
-    trace_request,
-    walk,
-)
-from gradcheck.grading.compare import Grading, exact_text
+from gradcheck.grading.chain_rule import Edge, Walk, WalkError, trace_request, walk
+from gradcheck.grading.compare import Grading, point_text
+from gradcheck.grading.digits import number_text, pair_text
 from gradcheck.program.language import Program, parse
 from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
 from gradcheck.program.session import WARNINGS, parse_expect
@@ -123,7 +116,7 @@ def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | Non
         shown, want = _pair(got, w.values[i])
         if node.op == "input":
             message = (f"{_at(w)}the input {node.name} holds {shown} once tensor("
-                       f"{exact_text(w.values[i])}) made it; it should hold exactly the number it "
+                       f"{number_text(w.values[i])}) made it; it should hold exactly the number it "
                        "was given (in float64).")
         else:
             message = (f"{_at(w)}the forward of {_where(w, i)} gives {shown}; torch gives {want} "
@@ -420,8 +413,7 @@ def observation_name(item: str) -> str:
 
 
 def _at(w: Walk) -> str:
-    parts = [f"{name}={exact_text(value)}" for name, value in w.point.items()]
-    return f"At {', '.join(parts)}, "
+    return f"At {point_text(w.point)}, "
 
 
 def _where(w: Walk, i: int) -> str:

@@ -5,10 +5,11 @@ the checks in, and the error for a grading that cannot run at all.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 from typing import Any, Sequence, TypeVar
 
-from gradcheck.bank.models import Exercise
+from gradcheck.bank.models import ORACLES, Exercise
 
 JAX_CHUNK = 12
 T = TypeVar("T")
@@ -16,6 +17,16 @@ T = TypeVar("T")
 
 class GraderError(Exception):
     """The grader itself cannot run (a missing submission, an unreadable bank)."""
+
+
+def oracle_list(text: str) -> list[str]:
+    """`--oracles fd,torch`, as the commands that grade read it."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(ORACLES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: choose among {', '.join(ORACLES)}, separated by commas")
+    return names
 
 
 def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:

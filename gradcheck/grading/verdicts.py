@@ -10,16 +10,18 @@ import numpy as np
 
 from gradcheck.bank.models import Exercise, Step
 from gradcheck.grading import compare, localise, uses
-from gradcheck.grading.chain_rule import number_text, pair_text
+from gradcheck.grading.digits import is_numeric, pair_text, value_text
 from gradcheck.program.language import Program
 
 
 class Verdict(NamedTuple):
-    """The first difference as a sentence ('' when there is none), and the protocol piece whose
-    failed use it is, when the engine lacks that piece (`CheckResult.blocked_by`)."""
+    """The first difference as a sentence ('' when there is none), the protocol piece whose
+    failed use it is, when the engine lacks that piece (`CheckResult.blocked_by`), and, in a
+    behaviour check, the number of the step where it is (from 1; 0 before the first step)."""
 
     message: str
     blocked_by: str = ""
+    step: int = 0
 
 
 def graph(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> Verdict:
@@ -65,22 +67,25 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
             if want["error"]:
                 return Verdict(f"{where}: torch raises {want['error']['type']} "
                                f"({_first_line(want['error']['message'])}); your engine raised "
-                               "nothing")
+                               "nothing", step=number)
             said = _error_sentence(program, "", got["error"])
-            return Verdict(f"{where}: torch raises nothing; {said.message}", said.blocked_by)
+            return Verdict(f"{where}: torch raises nothing; {said.message}", said.blocked_by,
+                           number)
         if want["error"] and want["error"]["type"] != got["error"]["type"]:
             return Verdict(f"{where}: torch raises {want['error']['type']}, your engine "
-                           f"{got['error']['type']} ({_first_line(got['error']['message'])})")
+                           f"{got['error']['type']} ({_first_line(got['error']['message'])})",
+                           step=number)
         for item in step.expect:
             expected, seen = want["observed"].get(item), got["observed"].get(item)
             if not _close(seen, expected, tolerance):
                 seen_text, expected_text = _shown(seen, expected)
-                single = (f"; {compare.FLOAT32}" if _numeric(seen) and _numeric(expected)
+                single = (f"; {compare.FLOAT32}" if is_numeric(seen) and is_numeric(expected)
                           and all(compare.single_precision(f, e) for f, e in
                                   zip(np.ravel(seen).tolist(), np.ravel(expected).tolist())
                                   if f != e) else "")
                 return Verdict(f"{where}: after it, {localise.observation_name(item)} is "
-                               f"{seen_text} in your engine; torch gives {expected_text}{single}")
+                               f"{seen_text} in your engine; torch gives {expected_text}{single}",
+                               step=number)
     return Verdict("")
 
 
@@ -90,20 +95,11 @@ def _shown(found: Any, expected: Any) -> tuple[str, str]:
     if isinstance(found, dict):
         error = found.get("error") or {}
         return (f"an error (reading it raised {error.get('type', 'Error')}: "
-                f"{_first_line(str(error.get('message', '')))})", _plain(expected))
-    if (_numeric(found) and _numeric(expected) and isinstance(found, list) == isinstance(
+                f"{_first_line(str(error.get('message', '')))})", value_text(expected))
+    if (is_numeric(found) and is_numeric(expected) and isinstance(found, list) == isinstance(
             expected, list) and (not isinstance(found, list) or len(found) == len(expected))):
         return pair_text(found, expected)
-    return _plain(found), _plain(expected)
-
-
-def _numeric(x: Any) -> bool:
-    return type(x) in (int, float) or isinstance(x, list) and all(type(v) in (int, float)
-                                                                  for v in x)
-
-
-def _plain(x: Any) -> str:
-    return number_text(x) if _numeric(x) else repr(x)
+    return value_text(found), value_text(expected)
 
 
 def _close(found: Any, expected: Any, tolerance: compare.Tolerance) -> bool:

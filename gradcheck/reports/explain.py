@@ -2,16 +2,25 @@
 
 For `z = 2x^2 + 1` at x = 3, backward starts at z with gradient 1 and multiplies by each node's
 local slope on the way back: 1 for `+ 1`, 2 for `2 *`, 6 for `x ** 2`, which leaves 12 in
-x.grad. The table prints exactly that walk, computed by torch. With `--submission`, the same
-program runs on the submission in the sandboxed worker, its values and gradients are printed next
-to torch's, and the node where it departs is marked and explained. `--graph` draws the graph.
+x.grad. The table prints exactly that walk, computed by torch, and then the exercise's behaviour
+check step by step, as torch goes through it.
+
+With `--submission`, the submission is graded on the exercise by grade's own Grader at the seed
+given (or a new one, printed), so that explain's verdict on each check is grade's, message and
+all. The walk is then at the first point where a gradient check fails (or at `--at`, graded
+there as a gradients check is), with the engine's values beside torch's as the diagnosis read
+them and the node it blames marked; the behaviour steps show the engine's column beside
+torch's, the step grade's verdict names marked. `--graph` draws the graph.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
+import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -19,17 +28,27 @@ from gradcheck.bank.course_file import CourseFileError, bank_default, find_cours
 from gradcheck.bank.loader import load_bank, load_exercise
 from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
-from gradcheck.bank.tolerances import Tolerance
-from gradcheck.engine.sandbox import Failure, Worker
 from gradcheck.grading import localise
-from gradcheck.grading.chain_rule import Walk, WalkError, number_text, trace_request, walk
-from gradcheck.grading.grader import GraderError, resolve_submission
-from gradcheck.reports import graph_picture
+from gradcheck.grading.chain_rule import Walk, WalkError, walk
+from gradcheck.grading.compare import point_text
+from gradcheck.grading.digits import number_text
+from gradcheck.grading.grader import (
+    GRADIENT_CHECKS,
+    Grader,
+    GraderError,
+    Outcome,
+    resolve_submission,
+    torch_answer,
+)
+from gradcheck.grading.plan import oracle_list, sample_seed, torch_request
+from gradcheck.grading.results import CheckResult
+from gradcheck.reports import beside, graph_picture, points
 
 CANNOT_RUN = 2  # as `gradcheck grade`
 DEPARTS = 1  # the submission departs from torch, or could not run
 MAX_PATHS = 4  # products of slopes are spelled out for at most this many paths into a leaf
 MAX_SPELLED = 40  # ... in graphs of at most this many nodes
+MAX_CELL = 60  # characters of what torch or the engine shows after a step (an error message)
 _HEADERS = ("node", "operation", "value", "local slope", "gradient in", "gradient out")
 
 
@@ -43,58 +62,74 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "explain", help="show an exercise's chain-rule walk, node by node",
         description="Print the backward walk of EXERCISE as torch does it: each node's value, "
                     "its local slope with respect to each operand, the gradient arriving at it "
-                    "and the gradient it passes on. Exit status: 0, or "
-                    f"{DEPARTS} when --submission departs from torch, or {CANNOT_RUN} when the "
-                    "walk cannot be shown.")
+                    "and the gradient it passes on; then its behaviour check step by step. With "
+                    "--submission, the submission is graded on EXERCISE as `gradcheck grade` "
+                    "grades it at the same seed, and its values are shown beside torch's. Exit "
+                    f"status: 0, or {DEPARTS} when --submission fails a check or departs from "
+                    f"torch, or {CANNOT_RUN} when the walk cannot be shown.")
     p.add_argument("exercise", metavar="EXERCISE",
                    help="an exercise file, or the id of an exercise of the bundled bank")
     p.add_argument("--submission", metavar="S",
-                   help="also run a submission (a module file, a package folder, 'reference' or "
-                        "'torch') in the sandboxed worker and mark where it departs")
+                   help="also grade a submission (a module file, a package folder, 'reference' "
+                        "or 'torch') in the sandboxed worker and mark where it departs")
     p.add_argument("--at", metavar="NAME=VALUE", nargs="+", action="extend", default=[],
-                   help="input values instead of the exercise's (x=3, v=[1,2,3]); repeatable")
+                   help="walk at these input values instead of the exercise's, or the first "
+                        "point where a gradient check fails (x=3, v=[1,2,3]); repeatable")
+    p.add_argument("--seed", type=int,
+                   help="the seed of the grading, as `gradcheck grade --seed` (default: a new "
+                        "one, printed)")
+    p.add_argument("--oracles", type=oracle_list, metavar="fd,torch,jax",
+                   help="restrict the oracles used, as `gradcheck grade --oracles`")
     p.add_argument("--graph", metavar="FILE", type=Path,
                    help="draw the graph to FILE (.svg, .png, or .dot which needs no graphviz)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the walk (and the submission's departure), draw the graph if asked."""
+    """Print the walk, the behaviour steps and, with a submission, grade's verdict on each
+    check; draw the graph if asked."""
     try:
         exercise = find_exercise(args.exercise)
         point = parse_at(args.at, exercise)
-        truth = walk(exercise.program, point, exercise.grad_names)
-    except (ExplainError, WalkError) as error:
+        path = resolve_submission(args.submission) if args.submission else None
+    except (ExplainError, GraderError) as error:
         print(f"gradcheck explain: {error}", file=sys.stderr)
         return CANNOT_RUN
-    found, finding, status = None, None, 0
-    out = [heading(exercise, truth)]
-    if args.submission:
-        try:
-            path = resolve_submission(args.submission)
-        except GraderError as error:
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**32)
+    graded = (_grade(path, exercise, seed, args.oracles, point if args.at else None)
+              if path is not None else None)
+    if graded is not None:
+        point = graded.point
+    try:
+        truth = walk(exercise.program, point, exercise.grad_names)
+    except WalkError as error:
+        if graded is None and exercise.checks.behaviour is None:
             print(f"gradcheck explain: {error}", file=sys.stderr)
             return CANNOT_RUN
-        found, finding, note = _run_submission(path, exercise, point)
-        if found is not None and not note and not finding and not _agrees(exercise, truth, found):
-            note = (f"{args.submission} departs from torch here, but gradcheck could not tell "
-                    "which operation is at fault.")
-        status = DEPARTS if note or finding else 0
+        truth, out = None, [f"{exercise.id}: {exercise.title}\ntorch's walk cannot be shown: "
+                            f"{error}"]
+    found, finding = None, None
+    if truth is not None:
+        out = [heading(exercise, truth)]
+        if graded is not None:
+            found, finding = graded.found(truth), graded.finding()
         out.append(table(truth, found, finding))
-        out.append(note or (finding.message if finding else
-                            f"{args.submission} agrees with torch at every node."))
-    else:
-        out.append(table(truth))
-    out += slope_products(truth)
+        if graded is not None:
+            out.append(graded.walk_note(args.submission))
+        out += slope_products(truth)
+    out += behaviour_steps(exercise, seed, graded)
+    if graded is not None:
+        out += graph_nodes(graded.results)
+        out.append(verdicts(graded.results, exercise, seed, args))
     print("\n\n".join(part for part in out if part))
-    if args.graph:
+    if args.graph and truth is not None:
         try:
             graph_picture.draw(truth, args.graph, found, finding)
         except graph_picture.DrawingError as error:
             print(f"gradcheck explain: {error}", file=sys.stderr)
             return CANNOT_RUN
         print(f"\nThe graph is in {args.graph}.")
-    return status
+    return DEPARTS if graded is not None and graded.departs else 0
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -148,37 +183,134 @@ def parse_at(items: Sequence[str], exercise: Exercise) -> dict[str, Any]:
     return point
 
 
-def _run_submission(path: Path, exercise: Exercise, point: Mapping[str, Any]
-                    ) -> tuple[dict[int, Any] | None, localise.Finding | None, str]:
-    """The submission's trace records by node id, where it departs, and what went wrong if it
-    could not run."""
-    with Worker(path) as worker:
-        def ask(request: dict[str, Any]) -> Any:
-            return worker.request(request, timeout=exercise.timeout)
+@dataclass
+class Graded:
+    """A submission graded on one exercise as `gradcheck grade` grades it, and the point the
+    walk is shown at, with what grade's diagnosis read there."""
 
-        reply = ask(trace_request(exercise.program, point, exercise.grad_names))
-        if isinstance(reply, Failure):
-            return None, None, f"The submission could not run: {reply.message}"
-        if not reply["nodes"]:
-            error = reply["error"] or {}
-            return None, None, (f"The submission raised {error.get('type')}: "
-                                f"{error.get('message')}")
-        found = {record["id"]: record for record in reply["nodes"]}
-        finding = localise.locate(exercise.program, point, exercise.grad_names, ask,
-                                  _tolerance(exercise))
-    return found, finding, ""
+    results: list[CheckResult]
+    point: dict[str, Any]
+    #: the detail of the gradients graded at `point` (Grader.grade_point, or the failed check's)
+    detail: dict[str, Any]
+    #: the check whose first failing point `point` is, or '' (an --at point, or none failed)
+    check: str
+    #: the verdict at `point` when it was graded for the walk (not one of the checks)
+    outcome: Outcome | None
+
+    @property
+    def departs(self) -> bool:
+        return (any(r.status in ("failed", "error") for r in self.results)
+                or self.outcome is not None and self.outcome.status == "failed")
+
+    def found(self, truth: Walk) -> dict[int, Any] | None:
+        """The engine's trace records by node id, as the diagnosis read them, or None (the
+        engine is not deterministic, or its trace does not fit the walk)."""
+        found = {record["id"]: record for record in self.detail.get("found", [])}
+        return found if found and set(found) == set(truth.ids) else None
+
+    def finding(self) -> localise.Finding | None:
+        """The node (and operand) the diagnosis blames, for the mark in the table."""
+        node = self.detail.get("node")
+        return (localise.Finding("", node, "", self.detail.get("arg"))
+                if node is not None else None)
+
+    def walk_note(self, label: str) -> str:
+        """What the walk's point is, and what grade says there."""
+        at = point_text(self.point)
+        if self.detail.get("nondeterministic"):
+            said = (f"(the {self.check} check, below)" if self.check
+                    else f"at {at}:\n{self.outcome.message if self.outcome else ''}")
+            return ("Your engine's values are not shown beside torch's: it is not "
+                    f"deterministic, so no one run of it is the run graded {said}")
+        if self.check:
+            return (f"The walk is at {at}, the first point where the {self.check} check "
+                    "fails; its verdict is below.")
+        if self.outcome is None or self.outcome.status == "passed":
+            return f"At {at}, {label} agrees with torch at every node."
+        return f"At {at}, graded as a gradients check:\n{self.outcome.message}"
 
 
-def _agrees(exercise: Exercise, w: Walk, found: Mapping[int, Any]) -> bool:
-    tolerance = _tolerance(exercise)
-    return all(localise.same_numbers(found[i]["value"], w.values[i], tolerance)
-               and localise.same_numbers(found[i]["grad"], w.grads[i], tolerance)
-               for i in w.backward_order())
+def _grade(path: Path, exercise: Exercise, seed: int, oracles: Sequence[str] | None,
+           at: dict[str, Any] | None) -> Graded:
+    """Every check of `exercise` graded by grade's own Grader at `seed` (the same requests in
+    the same order, so that even an engine whose answers change from run to run meets them as
+    in `gradcheck grade`), then the walk's point: `at`, or the first point where a gradient
+    check fails, or the exercise's values, graded there as a gradients check is."""
+    with Grader(path, seed=seed, oracles=oracles, records=True) as grader:
+        results = grader.grade_exercise(exercise)
+        failed = next((r for r in results if r.check in GRADIENT_CHECKS
+                       and r.status == "failed" and "point" in r.detail), None)
+        if at is None and failed is not None:
+            return Graded(results, dict(failed.detail["point"]), failed.detail, failed.check,
+                          None)
+        point = at if at is not None else dict(exercise.values)
+        outcome, detail = grader.grade_point(exercise, point)
+    return Graded(results, point, detail, "", outcome)
 
 
-def _tolerance(exercise: Exercise) -> Tolerance:
-    """The exercise's tolerance between analytic answers: torch's and the submission's."""
-    return Tolerance(exercise.tolerance.analytic.atol, exercise.tolerance.analytic.rtol)
+# --- behaviour, graph and verdicts --------------------------------------------------------------
+
+
+def behaviour_steps(exercise: Exercise, seed: int, graded: Graded | None) -> list[str]:
+    """The behaviour check, step by step: what torch reads after each step and, with a
+    submission, what the engine does, the step where grade's verdict says it departs marked."""
+    if exercise.checks.behaviour is None:
+        return []
+    result = next((r for r in graded.results if r.check == "behaviour"), None) if graded else None
+    detail = result.detail if result is not None else {}
+    codes = [localise.step_code(step, exercise.program.output_name)
+             for step in exercise.checks.behaviour.steps]
+    torch = detail.get("torch") or torch_answer(
+        torch_request(exercise, "behaviour", sample_seed(seed, exercise.id)))
+    engine = detail.get("engine")
+    rows = beside.step_rows(codes, torch, engine)
+    head = "The behaviour check, step by step, as torch goes through it"
+    if graded is None:
+        return [f"{head}:\n" + _columns([["step", "torch"]]
+                                         + [[row.label, _cut(row.torch)] for row in rows])]
+    if engine is None:
+        why = result.message.splitlines()[0] if result is not None else ""
+        return [f"{head} (your engine's steps cannot be shown: {why}):\n"
+                + _columns([["step", "torch"]] + [[row.label, _cut(row.torch)] for row in rows])]
+    marked = detail.get("step", 0) - (0 if engine.get("error") else 1)
+    failed = result.status == "failed"
+    return [f"{head} and as your engine does:\n" + _columns(
+        [["step", "torch", "your engine", ""]]
+        + [[row.label, _cut(row.torch), _cut(row.engine),
+            "<- departs here" if failed and k == marked else ""] for k, row in enumerate(rows)])]
+
+
+def graph_nodes(results: Sequence[CheckResult]) -> list[str]:
+    """A failed graph check's nodes, torch's facts beside the engine's."""
+    result = next((r for r in results if r.check == "graph"), None)
+    if result is None or result.status != "failed" or "engine" not in result.detail:
+        return []
+    rows = beside.graph_rows(result.detail["torch"], result.detail["engine"])
+    return ["The graph check's nodes, in torch and in your engine:\n" + _columns(
+        [["node", "torch", "your engine", ""]]
+        + [[row.label, _cut(row.torch), _cut(row.engine), "<- differs" if row.differs else ""]
+           for row in rows])]
+
+
+def verdicts(results: Sequence[CheckResult], exercise: Exercise, seed: int,
+             args: argparse.Namespace) -> str:
+    """grade's verdict on each check, with its message, and the command that gives it."""
+    command = ["gradcheck", "grade", str(args.submission), "--exercises", str(args.exercise),
+               "--seed", str(seed)] + (["--oracles", ",".join(args.oracles)] if args.oracles
+                                       else [])
+    lines = [f"The verdict of `{shlex.join(command)}`:"]
+    for r in results:
+        lines.append(f"  {r.check}: {r.status}, {points(r.score)} of {points(r.max_score)} "
+                     "points")
+        lines += [f"      {line}" for line in r.message.splitlines()]
+    unexplained = [name for name in ("hessian", "random_programs")
+                   if getattr(exercise.checks, name) is not None]
+    if unexplained:
+        lines.append(f"(The walk above is of first derivatives, at one point; the "
+                     f"{' and '.join(unexplained)} check{'s' * (len(unexplained) > 1)} "
+                     f"{'are' if len(unexplained) > 1 else 'is'} explained by "
+                     f"{'their' if len(unexplained) > 1 else 'its'} message alone.)")
+    return "\n".join(lines)
 
 
 # --- the table ----------------------------------------------------------------------------------
@@ -197,7 +329,16 @@ def heading(exercise: Exercise, w: Walk) -> str:
 def table(w: Walk, found: Mapping[int, Any] | None = None,
           finding: localise.Finding | None = None) -> str:
     """One row per node backward reaches, output first; a continuation line per extra edge."""
-    rows = table_rows(w, found, finding)
+    return _columns(table_rows(w, found, finding))
+
+
+def _cut(text: str) -> str:
+    """A cell of the steps' and nodes' tables, at most MAX_CELL characters."""
+    return text if len(text) <= MAX_CELL else text[:MAX_CELL - 3] + "..."
+
+
+def _columns(rows: list[list[str]]) -> str:
+    """Rows of cells as aligned columns, the first row the headers."""
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in rows)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from gradcheck.grading.chain_rule import Walk, number_text
+from gradcheck.grading.chain_rule import Walk
+from gradcheck.grading.digits import number_text
 from gradcheck.grading.localise import Finding, observed_text
 
 FORMATS = {".svg": "svg", ".png": "png", ".dot": None}

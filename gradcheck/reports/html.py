@@ -24,6 +24,7 @@ from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.grading import localise
 from gradcheck.grading.chain_rule import WalkError, walk
+from gradcheck.grading.compare import point_text
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import (
     WITHHELD,
@@ -37,6 +38,7 @@ from gradcheck.reports import (
     reproduce_command,
     root_causes,
     shown_output,
+    beside,
 )
 
 _STYLE = """
@@ -164,7 +166,7 @@ def _walk(exercise: Exercise, detail: Mapping[str, Any]) -> str:
         found = None
     finding = (localise.Finding("", detail["node"], "", detail.get("arg"))
                if detail.get("node") is not None else None)
-    at = ", ".join(f"{name} = {_e(str(value))}" for name, value in point.items())
+    at = _e(point_text(point))
     rows = explain.table_rows(truth, found, finding)
     table = ["<table class=\"walk\"><tr>" + "".join(f"<th>{_e(c)}</th>" for c in rows[0])
              + "</tr>"]
@@ -183,48 +185,30 @@ def _walk(exercise: Exercise, detail: Mapping[str, Any]) -> str:
 
 def _steps(codes: list[str], torch: Mapping[str, Any], engine: Mapping[str, Any]) -> str:
     """Each behaviour step as torch and the engine went through it, side by side."""
-    rows = ["<table class=\"steps\"><tr><th>step</th><th>torch</th><th>your engine</th></tr>"]
-    if engine.get("error"):
-        rows.append(f"<tr><td>the program, before the first step</td><td>ran</td>"
-                    f"<td class=\"differs\">{_e(_raised(engine['error']))}</td></tr>")
-    for number, (code, want, got) in enumerate(zip(codes, torch.get("steps", []),
-                                                   engine.get("steps", [])), start=1):
-        mine, theirs = _observed(want), _observed(got)
-        differs = " class=\"differs\"" if mine != theirs else ""
-        rows.append(f"<tr><td>{number}. <code>{_e(code)}</code></td><td>{_e(mine)}</td>"
-                    f"<td{differs}>{_e(theirs)}</td></tr>")
-    return "".join(rows) + "</table>"
+    return _table("steps", "step", beside.step_rows(codes, torch, engine))
 
 
 def _graph_facts(torch: Mapping[str, Any], engine: Mapping[str, Any]) -> str:
     """Each graph node's facts in torch and in the engine, side by side."""
-    if engine.get("error"):
-        return f"<p>Your engine raised {_e(_raised(engine['error']))}.</p>"
-    rows = ["<table class=\"graph\"><tr><th>node</th><th>torch</th><th>your engine</th></tr>"]
-    for name, facts in torch.get("nodes", {}).items():
-        mine, theirs = _facts(facts), _facts(engine.get("nodes", {}).get(name, {}))
-        differs = " class=\"differs\"" if mine != theirs else ""
-        rows.append(f"<tr><td><code>{_e(name)}</code></td><td>{_e(mine)}</td>"
-                    f"<td{differs}>{_e(theirs)}</td></tr>")
-    return "".join(rows) + "</table>"
+    return _table("graph", "node", beside.graph_rows(torch, engine))
 
 
-def _observed(record: Mapping[str, Any]) -> str:
-    if record.get("error"):
-        return "raises " + _raised(record["error"])
-    shown = "; ".join(f"{localise.observation_name(item)} = {value!r}"
-                      for item, value in record.get("observed", {}).items())
-    return shown or "runs"
+def _table(kind: str, first: str, rows: list[beside.Row]) -> str:
+    cells = [f"<table class=\"{kind}\"><tr><th>{first}</th><th>torch</th><th>your engine</th>"
+             "</tr>"]
+    for row in rows:
+        differs = " class=\"differs\"" if row.differs else ""
+        cells.append(f"<tr><td>{_label(row.label)}</td><td>{_e(row.torch)}</td>"
+                     f"<td{differs}>{_e(row.engine)}</td></tr>")
+    return "".join(cells) + "</table>"
 
 
-def _facts(node: Mapping[str, Any]) -> str:
-    return "; ".join(f"{field} = {node.get(field)!r}"
-                     for field in ("grad_fn", "is_leaf", "requires_grad", "value"))
-
-
-def _raised(error: Mapping[str, Any]) -> str:
-    message = str(error.get("message", "")).strip().splitlines()
-    return f"{error.get('type', 'an error')}: {message[0] if message else ''}"
+def _label(label: str) -> str:
+    """A step's number and code (`2. z.backward()`), or a node's name, as HTML."""
+    number, dot, code = label.partition(". ")
+    if dot and number.isdigit():
+        return f"{number}. <code>{_e(code)}</code>"
+    return f"<code>{_e(label)}</code>" if label.isidentifier() else _e(label)
 
 
 def _e(text: str) -> str:
