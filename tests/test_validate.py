@@ -1,12 +1,16 @@
 """`gradcheck validate`: the bundled bank is clean, and each kind of problem is reported."""
 
+import math
 import shutil
 from pathlib import Path
+
+import numpy as np
 
 import pytest
 
 from gradcheck.bank.loader import load_exercise
-from gradcheck.bank.models import SUFFIX
+from gradcheck.bank.models import MAX_TOLERANCE, SUFFIX
+from gradcheck.bank.tolerances import Tolerance as Closeness
 from gradcheck.bank.schema import schema_comment
 from gradcheck.course.validate import (
     agreement_problems,
@@ -224,6 +228,16 @@ def test_a_tolerance_loose_enough_to_pass_a_wrong_slope_is_refused(tmp_path):
                                    "0.001 (a wrong slope is usually off by 10% or more)")
 
 
+def test_the_tolerance_bound_fails_a_wrong_slope_and_is_the_documented_one():
+    """At the bound, exp's slope off by 1% fails (a wrong derivative is usually off by 10% or
+    more); at 1e9 a slope of 0 for exp would pass."""
+    slope = np.array([math.exp(1.5)])
+    assert not Closeness(MAX_TOLERANCE, MAX_TOLERANCE).close(slope * 1.01, slope).any()
+    assert Closeness(1e9, 1e-9).close(slope * 0, slope).all()
+    documented = (ROOT / "docs" / "exercise-format.md").read_text()
+    assert MAX_TOLERANCE == 1e-3 and "No part may exceed `1e-3`" in documented
+
+
 def test_zero_tolerances_are_named_as_the_problem(tmp_path):
     text = ABS.replace("abs(x) * 3", "x.tanh() * x.exp()").replace("low: -2", "low: 0.2")
     exercise = _exercise(tmp_path, text + "checks: {sampled: {count: 10}}\ntolerance:\n"
@@ -285,6 +299,14 @@ def test_a_yaml_1_1_boolean_hides_no_wrong_hand_answer(tmp_path):
         (6, "inputs.x.requires_grad", "'yes' is text here, not a boolean; write true or false"),
         (12, "checks.answers.cases[0].value", "z is 4.0 by hand, but the oracles give 3.0; "
                                               "correct the answer (or the program)")]
+
+
+def test_an_unknown_key_hides_no_wrong_hand_answer(tmp_path):
+    path = tmp_path / f"k{SUFFIX}"
+    path.write_text(ANSWERED.replace("topic: t\n", "topic: t\nhnit: look at the slope\n")
+                    .replace("grads: {x: 2.0}", "grads: {x: 3.0}"))
+    assert [(line, field) for line, field, _ in _messages(path)] == [
+        (4, "hnit"), (13, "checks.answers.cases[0].grads.x")]
 
 
 def test_four_problems_of_one_file_in_one_run(tmp_path):

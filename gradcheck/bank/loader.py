@@ -81,19 +81,24 @@ def _build(data: Any, source: yaml_reader.Source | None, file: str, digest: str)
 
 
 def _read_past(exc: ValidationError, data: Any) -> Exercise | None:
-    """The exercise with each YAML 1.1 boolean (`yes`, `off`) read as the boolean it meant, when
-    that is all that is wrong: then the rest of the file can still be checked."""
+    """The exercise with each YAML 1.1 boolean (`yes`, `off`) read as the boolean it meant and
+    each unknown key left out, when that is all that is wrong: then the rest of the file can
+    still be checked."""
     fixed = copy.deepcopy(data)
     for error in exc.errors():
         got = error.get("input")
-        if not (error["type"] == "bool_type" and isinstance(got, str)
-                and got.lower() in _BOOL_WORDS):
+        boolean = (error["type"] == "bool_type" and isinstance(got, str)
+                   and got.lower() in _BOOL_WORDS)
+        if not boolean and error["type"] != "extra_forbidden":
             return None
         *parents, last = _data_path(error["loc"], data, False)
         holder = fixed
         for step in parents:
             holder = holder[step]
-        holder[last] = got.lower() in _TRUE_WORDS
+        if boolean:
+            holder[last] = got.lower() in _TRUE_WORDS
+        else:
+            del holder[last]
     try:
         return Exercise.model_validate(fixed)
     except ValidationError:
