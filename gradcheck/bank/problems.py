@@ -25,8 +25,8 @@ class Problem:
 class ExerciseError(ValueError):
     """An exercise that cannot be used, with every problem found in it. `exercise` is the
     exercise as read past its problems (a repeated key's first value, `yes` read as true, an
-    unknown key left out), when
-    that was possible: validate checks it further, so that one problem hides no other."""
+    unknown key left out), when that was possible: validate checks it further, so that one
+    problem hides no other."""
 
     def __init__(self, problems: list[Problem], exercise: Any = None) -> None:
         super().__init__("\n".join(map(str, problems)))
