@@ -121,13 +121,14 @@ def long_lived(work: Path, bank: Path, before: str, rounds: int) -> dict[str, An
 def cluster(work: Path, bank: Path, key: Path, count: int) -> dict[str, Any]:
     """Figure 2: `count` submissions on two local Dask workers, then -j 2 here."""
     folder = submissions(work / "many", count)
-    dask = str(Path(sys.executable).parent / "dask")
+    # this interpreter's: a `dask` on PATH may run another Python, and so another gradcheck
+    dask = [sys.executable, "-m", "dask"]
     procs = []
     started = time.perf_counter()
     try:
         file = work / "scheduler.json"
         procs.append(subprocess.Popen(
-            [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+            [*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--scheduler-file", str(file)], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, cwd=work))
         while not file.is_file() or not file.read_text().strip():
@@ -136,7 +137,7 @@ def cluster(work: Path, bank: Path, key: Path, count: int) -> dict[str, Any]:
         address = json.loads(file.read_text())["address"]
         for name in ("a", "b"):
             procs.append(subprocess.Popen(
-                [dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                [*dask, "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
                  "--host", "127.0.0.1", "--name", name, "--local-directory", str(work / name)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         from distributed import Client

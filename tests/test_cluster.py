@@ -3,22 +3,29 @@
 without --scheduler, a batch that never imports Dask."""
 
 import csv
+import importlib.util
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from another_user import PYTHON, UID, as_another_user, key_reader, open_folder  # noqa: F401
 from grading_samples import keyed_bank, read_results
 
 from gradcheck.bank.bundled import reference_path
+from gradcheck.course.slots import bank_digest, file_digest
 
 ENGINES = Path(__file__).parent / "engines"
-DASK = shutil.which("dask", path=str(Path(sys.executable).parent)) or shutil.which("dask")
+#: the `dask` command of this interpreter (a `dask` found on PATH may be another Python's, which
+#: would grade with another gradcheck), or None without gradcheck[dask]
+DASK = ([sys.executable, "-m", "dask"] if importlib.util.find_spec("distributed") is not None
+        else None)
 #: buggy engines of tests/engines, each made a package of its own with tiny.py beside it, so
 #: that it needs nothing but its own files on a worker
 BUGGY = ("wrong_mul", "string_grads", "segfault", "lying_floats", "hang_backward")
@@ -62,7 +69,7 @@ class Cluster:
         if allowed_failures is not None:
             self.env["DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES"] = str(allowed_failures)
         file = folder / "scheduler.json"
-        self.start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
+        self.start("scheduler", [*DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
                                  "--no-dashboard", "--scheduler-file", str(file)])
         self.address = json.loads(self.wait_for(file).read_text())["address"]
 
@@ -76,7 +83,7 @@ class Cluster:
 
     def add_worker(self, name: str) -> None:
         self.workers[name] = self.start(name, [
-            DASK, "worker", self.address, "--name", name, "--nthreads", "1", "--no-nanny",
+            *DASK, "worker", self.address, "--name", name, "--nthreads", "1", "--no-nanny",
             "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(self.folder / name)])
 
     def wait_for(self, path: Path, seconds: float = 30) -> Path:
@@ -238,3 +245,48 @@ def test_a_batch_without_a_scheduler_never_imports_dask(tmp_path, bank_and_key):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert gradebook(tmp_path / "out")[0]["status"] == "graded"
+
+
+@as_another_user
+@pytest.mark.slow
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_on_a_cluster_each_worker_thread_grades_as_a_user_of_its_own(bank_and_key, cluster,
+                                                                    open_folder):
+    """--worker-user on two Dask workers: each submission's worker runs as a uid from UID up,
+    never root, the two worker threads as two users; the engine that reads the answer key from
+    where the workers keep it earns what the same engine earns with no key at all, and an
+    honest one every point."""
+    bank, key = bank_and_key
+    marks = open_folder / "uids"  # each worker leaves a file named for its uid and submission
+    marks.mkdir()
+    marks.chmod(0o1777)
+    folder = open_folder / "submissions"
+    folder.mkdir()
+    place = (Path(tempfile.gettempdir()) / f"gradcheck-cluster-{os.getuid()}"
+             / (bank_digest([bank])[:16] + file_digest(key)[:16]))  # cluster._places
+    key_reader(folder / "reader.py", place / "key.json")
+    key_reader(folder / "blind.py", open_folder / "no-such-key.json")
+    for number in range(4):
+        (folder / f"honest{number}.py").write_text(
+            f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom tiny import tensor, no_grad\n")
+    for submission in folder.iterdir():
+        submission.write_text(f"import os\nopen(os.path.join({str(marks)!r}, f'{{os.getuid()}} "
+                              f"{submission.name}'), 'w').close()\n" + submission.read_text())
+    cluster.add_worker("worker-a")
+    cluster.add_worker("worker-b")
+    with cluster.client() as client:
+        client.wait_for_workers(2, timeout=30)
+    run = subprocess.run(batch(folder, open_folder / "out", bank, key, "--scheduler",
+                               cluster.address, "--worker-user", str(UID), "--worker-python",
+                               PYTHON), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr + cluster.logs()
+    scores = {row["submission"]: float(row["score"]) for row in gradebook(open_folder / "out")}
+    assert scores["reader.py"] == scores["blind.py"] < 7
+    assert all(scores[f"honest{number}.py"] == 7 for number in range(4)), scores
+    assert (place / "key.json").is_file()  # where the reader looked: the key was there
+    seen = [name.split() for name in os.listdir(marks)]
+    assert sorted(name for _, name in seen) == sorted(os.listdir(folder))
+    uids = {int(uid) for uid, _ in seen}
+    hosts = {json.loads((open_folder / "out" / name / "grading.json").read_text())["host"]
+             for name in os.listdir(folder)}
+    assert len(uids) == len(hosts) and min(uids) >= UID, uids  # a uid per worker thread
