@@ -83,6 +83,13 @@ def test_a_clear_domain_reaches_nothing(source, domains):
     assert _reached(source, domains)[1] == []
 
 
+def test_a_corner_of_the_region_is_searched():
+    """x * y < -3.7 only in two corners of (-1.95, 1.95)^2, a thousandth of the region."""
+    _, [hit] = _reached("z = (x * y + 3.7).log()", {"x": (-2, 2), "y": (-2, 2)})
+    assert hit.kind == EDGE and math.isclose(hit.lowest, 3.7 - 1.95 ** 2, abs_tol=1e-9)
+    assert _reached("z = (x * y + 3.9).log()", {"x": (-2, 2), "y": (-2, 2)})[1] == []
+
+
 def test_interval_arithmetic_alone_is_not_trusted():
     """`(x - 1) * (x - 1) + 1` is at least 1, but its bounds over (-1, 2) are [-1, 5]: the two
     factors are bounded as if they could differ. The candidate has no witness, so nothing is

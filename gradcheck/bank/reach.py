@@ -28,6 +28,8 @@ from gradcheck.program.ops import EDGE, OPS, POLE, Edge, Interval, Op, allowed
 SEARCH = 256
 #: Pieces of the sampled region looked at (one piece per input's piece, in every combination).
 MAX_PIECES = 64
+#: Values (scalar inputs and elements of 1-D ones) up to which every corner of a piece is searched.
+CORNERS = 6
 #: Where a crossing is bracketed along one input before it is narrowed down by bisection.
 ALONG = 2049
 
@@ -114,19 +116,28 @@ def _search_points(program: Program, region: Mapping[str, tuple[float, float]],
                    rng: np.random.Generator) -> dict[str, np.ndarray]:
     """SEARCH points of the region: round numbers in it (0, whole numbers, halves, the ends),
     first the i-th of every input together (where `x - y` is 0), then shuffled against each
-    other, then uniform draws. A 1-D input's elements are drawn each on its own."""
-    drawn: dict[str, np.ndarray] = {}
+    other, then uniform draws, and last, with at most CORNERS values in all, every corner (where
+    `x * y` is at its extremes). A 1-D input's elements are drawn each on its own."""
+    columns: list[np.ndarray] = []
     for name, (lo, hi) in region.items():
-        size = program.inputs[name]
-        rows = []
-        for _ in range(size or 1):
+        for _ in range(program.inputs[name] or 1):
             round_numbers = _round_numbers(lo, hi)
             count = len(round_numbers)
             column = rng.uniform(lo, hi, SEARCH)
             column[:count] = round_numbers
             column[count:2 * count] = rng.permutation(round_numbers)
-            rows.append(column)
-        drawn[name] = rows[0] if size is None else np.array(rows)
+            columns.append(column)
+    ends = [(np.nextafter(lo, hi), np.nextafter(hi, lo))
+            for name, (lo, hi) in region.items() for _ in range(program.inputs[name] or 1)]
+    if len(ends) <= CORNERS:
+        corners = np.array(list(itertools.product(*ends))).T
+        for column, corner in zip(columns, corners):
+            column[SEARCH - len(corner):] = corner
+    drawn: dict[str, np.ndarray] = {}
+    for name in region:
+        size = program.inputs[name] or 1
+        rows, columns = columns[:size], columns[size:]
+        drawn[name] = rows[0] if program.inputs[name] is None else np.array(rows)
     return drawn
 
 
