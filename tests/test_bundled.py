@@ -43,3 +43,25 @@ def test_an_installed_wheel_carries_the_bank_the_reference_and_the_reports(tmp_p
                                for p in (source / "exercises").rglob("*.exercise.yaml"))
     assert installed
     assert (Path(reference) / "__init__.py").is_file()
+
+
+#: what a failing check is about, for its hint: the numbers of first derivatives at points, a
+#: random program's difference, second derivatives, the graph's facts, a behaviour step
+HINT_FAMILIES = {"gradients": "derivatives", "sampled": "derivatives", "answers": "derivatives",
+                 "random_programs": "random programs", "hessian": "second derivatives",
+                 "graph": "graph facts", "behaviour": "behaviour steps"}
+
+
+def test_every_bundled_check_has_a_hint_about_what_it_tests():
+    # docs/exercise-format.md: the exercise's hint speaks to one family of its checks; every
+    # check of another family has a hint of its own (a behaviour check in a chain-rule exercise
+    # is told about accumulation, not slopes)
+    from gradcheck.bank.loader import load_bank
+
+    bank = load_bank(bank_dir())
+    assert len(bank.exercises) >= 100 and not bank.broken
+    for exercise in bank.exercises:
+        falling_back = {HINT_FAMILIES[name]: name for name in exercise.checks.present()
+                        if not getattr(exercise.checks, name).hint}
+        assert len(falling_back) <= 1, (exercise.id, sorted(falling_back.values()))
+        assert exercise.hint or not falling_back, exercise.id

@@ -77,7 +77,7 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
         }),
         "sgd-one-weight": (2.0, {
             "behaviour": "step 2, `w = w - w.grad * 0.1 (no_grad)` "
-                         "(sgd-one-weight.exercise.yaml:36): after it, "
+                         "(sgd-one-weight.exercise.yaml:44): after it, "
                          f"w.grad is an error (reading it raised AttributeError: {_NO_GRAD_YET}) "
                          "in your engine; torch gives None",
         }),
@@ -107,7 +107,7 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
         }),
         "sgd-one-weight": (2.0, {
             "behaviour": "step 2, `w = w - w.grad * 0.1 (no_grad)` "
-                         "(sgd-one-weight.exercise.yaml:36): after it, "
+                         "(sgd-one-weight.exercise.yaml:44): after it, "
                          "w.grad is 0.0 in your engine; torch gives None",
         }),
     },
@@ -125,7 +125,7 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
         "op-exp": (0.5, {"gradients": _FLOAT32, "sampled": _FLOAT32}),
         "sgd-one-weight": (0.0, {
             "sampled": _FLOAT32, "answers": _FLOAT32,
-            "behaviour": "step 4, `loss.backward()` (sgd-one-weight.exercise.yaml:40): after it, "
+            "behaviour": "step 4, `loss.backward()` (sgd-one-weight.exercise.yaml:48): after it, "
                          f"w.grad is -0.8000000119 in your engine; torch gives -0.8; {_FLOAT32}",
         }),
         "grad-fn-binary": (1.0, {"gradients": _FLOAT32}),
