@@ -245,3 +245,16 @@ def test_behaviour_steps_show_torch_beside_the_engine_and_mark_grades_step(capsy
     assert "  raises RuntimeError: " in marked[0]
     assert printed_verdicts(out)["behaviour"][1].startswith(
         "step 2, `y.backward(retain_graph=True)` (")
+
+
+def test_drawn_inputs_are_walked_where_grade_draws_them(capsys):
+    # random-init-weights draws w from the grading seed: the walk and the behaviour steps are
+    # at the same draw, the one grade uses at that seed
+    status, out, _ = explain(capsys, "random-init-weights", "--seed", 3)
+    assert status == 0
+    walked = next(line for line in out.splitlines() if line.startswith("w  "))
+    stepped = next(line for line in out.splitlines() if line.startswith("1. loss.backward()"))
+    gradient = walked.split("w.grad = ")[1]
+    assert stepped.endswith(f"w.grad = {gradient}")
+    _, again, _ = explain(capsys, "random-init-weights", "--seed", 4)
+    assert gradient not in again

@@ -90,13 +90,15 @@ def run(args: argparse.Namespace) -> int:
     check; draw the graph if asked."""
     try:
         exercise = find_exercise(args.exercise)
-        point = parse_at(args.at, exercise)
+        seed = args.seed if args.seed is not None else secrets.randbelow(2**32)
+        # the inputs' values as grade draws them at this seed (for inputs given as a
+        # distribution), with --at's put in
+        point = parse_at(args.at, exercise, exercise.values_at(sample_seed(seed, exercise.id)))
         path = resolve_submission(args.submission) if args.submission else None
     except (ExplainError, GraderError) as error:
         print(f"gradcheck explain: {error}", file=sys.stderr)
         return CANNOT_RUN
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**32)
-    graded = (_grade(path, exercise, seed, args.oracles, point if args.at else None)
+    graded = (_grade(path, exercise, seed, args.oracles, point, bool(args.at))
               if path is not None else None)
     if graded is not None:
         point = graded.point
@@ -160,9 +162,10 @@ def find_exercise(text: str) -> Exercise:
     return by_id[text]
 
 
-def parse_at(items: Sequence[str], exercise: Exercise) -> dict[str, Any]:
-    """The exercise's input values with `NAME=VALUE` items put in (`v=[1,2]` or `v=1,2`)."""
-    point = dict(exercise.values)
+def parse_at(items: Sequence[str], exercise: Exercise, values: Mapping[str, Any]
+             ) -> dict[str, Any]:
+    """The exercise's input `values` with `NAME=VALUE` items put in (`v=[1,2]` or `v=1,2`)."""
+    point = dict(values)
     for item in items:
         name, sep, text = item.partition("=")
         name = name.strip()
@@ -231,19 +234,19 @@ class Graded:
 
 
 def _grade(path: Path, exercise: Exercise, seed: int, oracles: Sequence[str] | None,
-           at: dict[str, Any] | None) -> Graded:
+           point: dict[str, Any], asked: bool) -> Graded:
     """Every check of `exercise` graded by grade's own Grader at `seed` (the same requests in
     the same order, so that even an engine whose answers change from run to run meets them as
-    in `gradcheck grade`), then the walk's point: `at`, or the first point where a gradient
-    check fails, or the exercise's values, graded there as a gradients check is."""
+    in `gradcheck grade`), then the walk's point: the first point where a gradient check
+    fails, unless the point was `asked` for (--at); else `point`, graded there as a gradients
+    check is."""
     with Grader(path, seed=seed, oracles=oracles, records=True) as grader:
         results = grader.grade_exercise(exercise)
         failed = next((r for r in results if r.check in GRADIENT_CHECKS
                        and r.status == "failed" and "point" in r.detail), None)
-        if at is None and failed is not None:
+        if not asked and failed is not None:
             return Graded(results, dict(failed.detail["point"]), failed.detail, failed.check,
                           None)
-        point = at if at is not None else dict(exercise.values)
         outcome, detail = grader.grade_point(exercise, point)
     return Graded(results, point, detail, "", outcome)
 
