@@ -122,9 +122,10 @@ def test_each_job_slot_grades_as_its_own_user_and_a_private_key_stays_private(ba
     bank, key = bank_and_key
     key = private_copy(key, open_folder)
     shutil.copytree(bank, key.parent / "bank")  # hidden exercises beside the key, root's alone
-    marks = open_folder / "uids"  # each worker leaves a file named for its uid and submission
+    # each worker writes its uid into a file of its submission's name: root's, since the files a
+    # worker user makes in folders anyone may write go with its worker
+    marks = open_folder / "uids"
     marks.mkdir()
-    marks.chmod(0o1777)
     folder = open_folder / "submissions"
     folder.mkdir()
     key_reader(folder / "reader.py", key)
@@ -132,16 +133,20 @@ def test_each_job_slot_grades_as_its_own_user_and_a_private_key_stays_private(ba
     (folder / "honest.py").write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
                                       "from tiny import tensor, no_grad\n")
     for submission in folder.iterdir():
-        submission.write_text(f"import os\nopen(os.path.join({str(marks)!r}, f'{{os.getuid()}} "
-                              f"{submission.name}'), 'w').close()\n" + submission.read_text())
+        (marks / submission.name).touch()
+        (marks / submission.name).chmod(0o666)
+        mark = str(marks / submission.name)
+        submission.write_text(f"import os\nwith open({mark!r}, 'a') as f:\n"
+                              "    f.write(f'{os.getuid()} ')\n" + submission.read_text())
     run = grade_batch(folder, open_folder / "out", "-j", 2, "--key", key, "--exercises",
                       key.parent / "bank", "--submission-timeout", 120)
     assert run.returncode == 0, run.stderr
     scores = gradebook(open_folder / "out")
     assert scores["reader.py"] == scores["blind.py"] < scores["honest.py"] == 5
-    seen = [name.split() for name in os.listdir(marks)]
-    assert sorted(name for _, name in seen) == ["blind.py", "honest.py", "reader.py"]
-    assert {int(uid) for uid, _ in seen} == {UID, UID + 1}
+    seen = {name: {int(uid) for uid in (marks / name).read_text().split()}
+            for name in os.listdir(marks)}
+    assert sorted(seen) == ["blind.py", "honest.py", "reader.py"] and all(seen.values())
+    assert set().union(*seen.values()) == {UID, UID + 1}
     assert "warning" not in run.stderr
 
 

@@ -398,6 +398,67 @@ def test_hardened_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_stu
     _assert_nothing_of_the_hidden(capsys.readouterr().out)
 
 
+_DROPPER = """
+import json, os, sys
+sys.path.append({engines!r})
+import gradcheck.engine.handler as handler
+from tiny import Tensor, no_grad, tensor
+
+_handle = handler.handle
+
+
+def _dropping(engine, request, progress=None):  # every program it is asked, left for others
+    with open({drop!r}, "a") as f:
+        f.write(json.dumps(request.get("program", {{}}).get("source", "")) + "\\n")
+    os.chmod({drop!r}, 0o666)
+    return _handle(engine, request, progress)
+
+
+handler.handle = _dropping
+"""
+_PICKER = """
+import os, sys
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+if os.path.exists({drop!r}):
+    with open({drop!r}) as f:
+        raise ImportError("found: " + f.read())
+"""
+
+
+@as_another_user
+@pytest.mark.slow
+def test_a_worker_user_leaves_nothing_in_the_shared_folders_for_the_next_submission(
+        open_folder):
+    """grade-batch -j 1 --worker-user UID: a submission writes every program it is asked, the
+    hidden ones too, into a file of /tmp that any user may read; the next submission, graded as
+    the same uid, looks for it at import and would show it in its import error. Every file of
+    that uid in the folders anyone may write is removed when its worker stops."""
+    from gradcheck.grading import answer_key
+
+    bank = _leak_bank(open_folder / "bank")
+    key = open_folder / "key.json"
+    answer_key.build(load_bank(bank), 5, key)
+    drop = f"/tmp/gradcheck-test-{os.getpid()}-drop"
+    folder = open_folder / "submissions"
+    folder.mkdir()
+    (folder / "a_dropper.py").write_text(_DROPPER.format(engines=str(ENGINES), drop=drop))
+    (folder / "b_picker.py").write_text(_PICKER.format(engines=str(ENGINES), drop=drop))
+    out = open_folder / "out"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "--out", str(out),
+             "-j", "1", "--key", str(key), "--exercises", str(bank), "--worker-user", str(UID),
+             "--worker-python", PYTHON], capture_output=True, text=True, timeout=300)
+        picked = (out / "b_picker.py" / "results.json").read_text()
+        assert json.loads(picked)["score"] == 12, (picked[:2000], done.stderr)
+        assert not os.path.exists(drop)
+    finally:
+        if os.path.exists(drop):
+            os.unlink(drop)
+
+
 # --- bounded time: crashes in a row, and the whole submission's time ----------------------------
 
 from gradcheck.engine.sandbox import MAX_CRASHES  # noqa: E402
@@ -522,7 +583,7 @@ def backward(self, *args, **kwargs):
             f.write(str(os.getpid()))
         time.sleep(60)
         os._exit(0)
-    while not os.path.exists({pidfile!r}):
+    while not (os.path.exists({pidfile!r}) and os.path.getsize({pidfile!r})):
         time.sleep(0.001)
     os._exit(3)
 
@@ -605,7 +666,8 @@ def test_no_process_of_a_worker_user_outlives_its_worker(tmp_path, open_folder):
     """As a user of its own, every process of that uid is killed before the uid serves
     anyone else: a daemon that escaped even the grader's census does not survive."""
     submission, pidfile = _escaper(open_folder)
-    pidfile.parent.chmod(0o777)
+    pidfile.touch(mode=0o666)  # root's: a file of the worker's user would go with its worker
+    pidfile.chmod(0o666)
     with Worker(submission, import_timeout=10, python=PYTHON, user=UID) as worker:
         assert worker.request(ONE_POINT, timeout=5).kind == "exit"
         assert gone_within(_escaped(pidfile), 2)

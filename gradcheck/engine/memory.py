@@ -1,7 +1,9 @@
 """Memory a worker holds outside its processes' pages, which no RSS, PSS or RLIMIT_DATA shows:
 files in memory filesystems (tmpfs, devtmpfs, ramfs: /dev/shm, /run, a tmpfs /tmp), open or
 written and closed, memfds, and System V shared memory and message queues. `Held` finds it for
-the grader's poll and removes it when the worker stops.
+the grader's poll and removes it when the worker stops; for a worker of a user of its own, with
+every file of that user in the folders anyone may write (`SHARED_FOLDERS`), where it could leave
+what it saw for the next worker of that uid.
 
 Whose such memory is cannot be read from the kernel, only from the owner's uid. For a worker of a
 user of its own, all of that user's is the worker's. For a worker of the grader's own user (the
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import stat
 from typing import Callable, Iterable, Iterator
 
@@ -23,6 +26,8 @@ MEMORY_FILESYSTEMS = frozenset({"tmpfs", "devtmpfs", "ramfs"})
 #: that a million empty files cost what they cost (and a walk of them ends at the limit)
 INODE = 1024
 _IPC_RMID = 0
+#: the folders any user may write to (with the memory filesystems)
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/run/lock", "/var/lock")
 
 
 def memory_mounts() -> list[str]:
@@ -50,9 +55,10 @@ class Held:
     removed; else (the grader's own uid) what exists now is the grader's, and only what appears
     or grows from now on is the worker's."""
 
-    def __init__(self, user: int, own: bool) -> None:
+    def __init__(self, user: int, own: bool, home: str = "") -> None:
         self.user = user
         self.own = own
+        self.home = home  # the worker's home, which is the Worker's to remove
         self.mounts = memory_mounts()
         self._devices = set()
         for point in self.mounts:
@@ -79,7 +85,11 @@ class Held:
     def remove(self) -> None:
         """Remove what the worker left: its files in memory filesystems (those that existed
         before, and those some live process holds open or maps, are not the worker's), the
-        folders it made there once empty, its unattached System V segments and its queues."""
+        folders it made there once empty, its unattached System V segments and its queues; and
+        for a worker user, every file of that user in `SHARED_FOLDERS`."""
+        if self.own:
+            for folder in SHARED_FOLDERS:
+                remove_files_of(self.user, folder, keep=self.home)
         folders: list[str] = []
         left = [(key, path) for key, path, _ in self._files(folders) if key not in self._before]
         busy = _in_use() if left else set()
@@ -143,13 +153,7 @@ class Held:
                 return
         except OSError:
             return
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if info.st_dev != device:  # another filesystem mounted here
-                continue
+        for entry, info in _on(device, entries):
             if stat.S_ISDIR(info.st_mode):
                 if info.st_uid == self.user:
                     yield (info.st_dev, info.st_ino), entry.path, INODE
@@ -171,6 +175,40 @@ class Held:
                         yield kind, ident, int(row[size_field]), attached
                 except (KeyError, ValueError):
                     continue
+
+
+def remove_files_of(user: int, folder: str, keep: str = "") -> None:
+    """Remove every file and folder of `user` in `folder`, and in each folder below it that
+    other users may enter (only there can that user have put one), on its filesystem, but
+    `keep`. Symbolic links are removed, never followed."""
+    try:
+        device = os.stat(folder).st_dev
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry, info in _on(device, entries):
+        if entry.path == keep:
+            continue
+        if info.st_uid == user:
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                _quietly(os.unlink, entry.path)
+        elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IXOTH:
+            remove_files_of(user, entry.path, keep)
+
+
+def _on(device: int, entries: list[os.DirEntry[str]]
+        ) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
+    """Each of the folder's `entries` on the filesystem `device` (not another one mounted
+    there), with its own status (a symbolic link's, not its target's)."""
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if info.st_dev == device:
+            yield entry, info
 
 
 def _size(info: os.stat_result) -> int:

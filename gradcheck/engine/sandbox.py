@@ -159,7 +159,8 @@ class Worker:
         self._census = census.Census()  # the worker's processes, as last found in /proc
         #: the memory it holds in files and System V IPC (what the grader's user held before is
         #: not the worker's)
-        self._held = memory.Held(os.geteuid() if user is None else user, own=user is not None)
+        self._held = memory.Held(os.geteuid() if user is None else user, own=user is not None,
+                                 home=str(self._home))
         #: the worker's memory cgroup, where the grader can make one (`use_cgroup`), kept across
         #: restarts: what an earlier start left in memory counts against the next
         self._cgroup: cgroup.MemoryCgroup | None = None
