@@ -969,6 +969,37 @@ def test_a_worker_of_another_user_joins_its_cgroup_and_is_held_to_it(open_folder
     assert isinstance(reply, Failure) and reply.kind == "memory", reply
 
 
+_LIMITS_REPORT = """
+import json, os, resource, sys
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+print(json.dumps({{name: resource.getrlimit(getattr(resource, "RLIMIT_" + name))
+                  for name in ("CORE", "CPU", "DATA", "FSIZE", "NOFILE", "MSGQUEUE", "NPROC")}}))
+"""
+
+
+@pytest.mark.parametrize("user", [None, pytest.param(UID, marks=as_another_user)],
+                         ids=["default", "worker user"])
+def test_the_worker_runs_under_the_limits_the_doc_names(user, open_folder):
+    """Each kernel limit of docs/security.md's table, as the submission itself reads it: no core
+    dump, CPU, memory, file size, open files, no POSIX message queue; and, as a user of its own,
+    at most max_tasks processes."""
+    submission = open_folder / "limits.py"
+    submission.write_text(_LIMITS_REPORT.format(engines=str(ENGINES)))
+    options = {"user": user, "python": PYTHON} if user is not None else {}
+    with Worker(submission, import_timeout=10, memory_mb=512, **options) as worker:
+        assert not isinstance(worker.request({"kind": "inspect"}, timeout=10), Failure)
+        limits = json.loads(worker.output.splitlines()[1])
+    assert limits["CORE"] == [0, 0]
+    assert limits["CPU"] == [3600, 3605]
+    assert limits["DATA"] == [512 << 20] * 2
+    assert limits["FSIZE"] == [2_000_000] * 2
+    assert limits["NOFILE"] == [128, 128]
+    assert limits["MSGQUEUE"] == [0, 0]
+    assert (limits["NPROC"] == [256, 256]) == (user is not None)
+
+
 def test_a_worker_may_hold_few_files_open(tmp_path):
     """RLIMIT_NOFILE: 1,600 memfds of 1.9 MB each cannot be held; the engine's own error says
     so."""
