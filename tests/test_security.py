@@ -953,18 +953,45 @@ def test_a_cgroup_of_either_version_kills_at_its_limit_and_says_so(version, tmp_
     assert not made.path.exists()
 
 
+_CGROUP_LEAVER = """
+import json, os, sys
+sys.path.append({engines!r})
+from memory_hog_shared import Tensor, no_grad, tensor
+
+mine = next(line.split(":")[2] for line in open("/proc/self/cgroup").read().splitlines()
+            if ":memory:" in line or line.startswith("0::"))
+tried = {{}}
+for name, text in (("memory.limit_in_bytes", "-1"), ("memory.max", "max"),
+                   ("../cgroup.procs", str(os.getpid()))):
+    for root in ("/sys/fs/cgroup/memory", "/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        path = os.path.normpath(root + mine + "/" + name)
+        if os.path.exists(path):
+            try:
+                with open(path, "w") as f:
+                    f.write(text)
+                tried[path] = "written"
+            except OSError as error:
+                tried[path] = error.strerror
+print(json.dumps([mine, tried]))
+"""
+
+
 @as_another_user
 def test_a_worker_of_another_user_joins_its_cgroup_and_is_held_to_it(open_folder):
+    """It is in its cgroup from its import on, may neither raise the limit nor leave, and
+    shared memory past the limit ends it."""
     made = cgroup.create(1 << 20)
     if isinstance(made, str):
         pytest.skip(made)
     made.close()
-    with Worker(ENGINES / "memory_hog_shared.py", import_timeout=10, memory_mb=128,
-                python=PYTHON, user=UID) as worker:
+    submission = open_folder / "leaver.py"
+    submission.write_text(_CGROUP_LEAVER.format(engines=str(ENGINES)))
+    with Worker(submission, import_timeout=10, memory_mb=128, python=PYTHON,
+                user=UID) as worker:
         assert worker.request({"kind": "inspect"}, timeout=10)["missing"]
-        with open(f"/proc/{worker.pid}/cgroup") as f:
-            assert str(worker._cgroup.path).endswith(
-                next(line.split(":")[2] for line in f.read().splitlines() if ":memory:" in line))
+        mine, tried = json.loads(worker.output.splitlines()[1])
+        assert str(worker._cgroup.path).endswith(mine)
+        assert tried and set(tried.values()) == {"Permission denied"}, tried
         reply = worker.request(ONE_POINT, timeout=20)
     assert isinstance(reply, Failure) and reply.kind == "memory", reply
 
