@@ -318,6 +318,11 @@ def test_of_two_kinked_operations_the_one_at_its_kink_is_named():
                                   "abs in `(x - 1e-7).abs()` (line 2, column 5)")):
         (d,) = gradcheck.check(source, at={"x": point}).agreement.disagreements()
         assert d.detail.endswith(named)
+    # second order: the rows of finite-difference gradients cross both kinks at x = 0
+    report = gradcheck.check("a = x.abs()\nb = (x - 1e-7).relu()\nz = a + b", at={"x": 0.0},
+                             order=2)
+    assert [d.detail for d in report.agreement.disagreements() if d.detail] == [
+        "the finite-difference stencil crosses the kink of abs in `x.abs()` (line 1, column 5)"]
 
 
 def most_digits(text: str) -> int:

@@ -48,6 +48,9 @@ class OracleResult:
     #: finite differences only: id of a node whose kink, pole or domain edge lies within the
     #: stencils' reach (-1 where none), so that a disagreement there can be explained.
     crossing: dict[str, np.ndarray] | None = None
+    #: finite differences only: how far that node's argument is from its kink, pole or edge at
+    #: the point (inf where no node is crossed), so that of several the nearest is named
+    distance: dict[str, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)

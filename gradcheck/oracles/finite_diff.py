@@ -64,12 +64,14 @@ def run(program: Program, batch: Batch, requires_grad: tuple[str, ...]) -> Oracl
     # spoil the central estimate too, and explains a disagreement there.
     chosen = np.where((cross_wide >= 0) & (cross_central < 0), central, accurate)
     crossing = np.where(cross_central >= 0, cross_central, cross_wide)
+    distance = np.where(cross_central >= 0, near_central, near_wide)
     assert value is not None
     return OracleResult(
         "fd", value.T if value.ndim == 2 else value,
         grads=_per_input(program, requires_grad, chosen, n),
         central=_per_input(program, requires_grad, central, n),
-        crossing=_per_input(program, requires_grad, crossing, n))
+        crossing=_per_input(program, requires_grad, crossing, n),
+        distance=_per_input(program, requires_grad, distance, n))
 
 
 class _Stencil:
@@ -120,11 +122,12 @@ def _varies(at: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return (rows != at[..., None, :, :]).any(axis=-2)
 
 
-def _nearest(marks: np.ndarray, nearest: np.ndarray, distance: np.ndarray, node_id: int
-             ) -> None:
-    """Mark `node_id` where its stencil crosses nearer its kink or edge than any node yet."""
+def _nearest(marks: np.ndarray, nearest: np.ndarray, distance: np.ndarray,
+             node_id: int | np.ndarray) -> None:
+    """Mark `node_id` (one, or one per point) where its stencil crosses nearer its kink or edge
+    than any node yet."""
     nearer = distance < nearest
-    marks[nearer] = node_id
+    marks[nearer] = node_id if np.ndim(node_id) == 0 else node_id[nearer]
     nearest[nearer] = distance[nearer]
 
 
@@ -196,10 +199,14 @@ def run_second(program: Program, batch: Batch, tangent: Batch,
     inner = run(program, rows, requires_grad)
     value = np.zeros(n)
     grads, central, crossing = {}, {}, {}
-    marks = np.full(n, -1)
-    for name in requires_grad:  # the first kink or edge any gradient's stencil crosses
-        seen = inner.crossing[name].reshape(len(_ALONG), n, -1).max(axis=(0, 2))
-        marks = np.where(marks >= 0, marks, seen)
+    marks, nearest = np.full(n, -1), np.full(n, np.inf)
+    every = np.arange(n)
+    for name in requires_grad:  # the kink or edge nearest any gradient's stencil
+        ids = inner.crossing[name].reshape(len(_ALONG), n, -1).transpose(1, 0, 2).reshape(n, -1)
+        far = inner.distance[name].reshape(len(_ALONG), n, -1).transpose(1, 0, 2).reshape(n, -1)
+        k = np.where(ids >= 0, far, np.inf).argmin(axis=1)
+        _nearest(marks, nearest, np.where(ids[every, k] >= 0, far[every, k], np.inf),
+                 ids[every, k])
     for name in requires_grad:
         g = inner.grads[name].reshape((len(_ALONG), n) + batch[name].shape[1:])
         shape = (n,) + (1,) * (g.ndim - 2)
