@@ -4,7 +4,6 @@ does (crash, hang, fail to import), and the batch carries on."""
 import csv
 import hashlib
 import json
-import os
 import shutil
 import signal
 import stat
@@ -14,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from another_user import PYTHON, UID, as_another_user, key_reader, open_folder, private_copy  # noqa: F401
+from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,  # noqa: F401
+                          private_copy, record_uids, uids_recorded)
 from grading_samples import PRODUCT, read_results, write_bank
 
 from gradcheck.bank.bundled import reference_path
@@ -122,29 +122,19 @@ def test_each_job_slot_grades_as_its_own_user_and_a_private_key_stays_private(ba
     bank, key = bank_and_key
     key = private_copy(key, open_folder)
     shutil.copytree(bank, key.parent / "bank")  # hidden exercises beside the key, root's alone
-    # each worker writes its uid into a file of its submission's name: root's, since the files a
-    # worker user makes in folders anyone may write go with its worker
-    marks = open_folder / "uids"
-    marks.mkdir()
     folder = open_folder / "submissions"
     folder.mkdir()
     key_reader(folder / "reader.py", key)
     key_reader(folder / "blind.py", open_folder / "no-such-key.json")
     (folder / "honest.py").write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
                                       "from tiny import tensor, no_grad\n")
-    for submission in folder.iterdir():
-        (marks / submission.name).touch()
-        (marks / submission.name).chmod(0o666)
-        mark = str(marks / submission.name)
-        submission.write_text(f"import os\nwith open({mark!r}, 'a') as f:\n"
-                              "    f.write(f'{os.getuid()} ')\n" + submission.read_text())
+    record_uids(folder, open_folder / "uids")
     run = grade_batch(folder, open_folder / "out", "-j", 2, "--key", key, "--exercises",
                       key.parent / "bank", "--submission-timeout", 120)
     assert run.returncode == 0, run.stderr
     scores = gradebook(open_folder / "out")
     assert scores["reader.py"] == scores["blind.py"] < scores["honest.py"] == 5
-    seen = {name: {int(uid) for uid in (marks / name).read_text().split()}
-            for name in os.listdir(marks)}
+    seen = uids_recorded(open_folder / "uids")
     assert sorted(seen) == ["blind.py", "honest.py", "reader.py"] and all(seen.values())
     assert set().union(*seen.values()) == {UID, UID + 1}
     assert "warning" not in run.stderr

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from another_user import PYTHON, UID, as_another_user, key_reader, open_folder  # noqa: F401
+from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,  # noqa: F401
+                          record_uids, uids_recorded)
 from grading_samples import keyed_bank, read_results
 
 from gradcheck.bank.bundled import reference_path
@@ -257,9 +258,6 @@ def test_on_a_cluster_each_worker_thread_grades_as_a_user_of_its_own(bank_and_ke
     where the workers keep it earns what the same engine earns with no key at all, and an
     honest one every point."""
     bank, key = bank_and_key
-    marks = open_folder / "uids"  # each worker leaves a file named for its uid and submission
-    marks.mkdir()
-    marks.chmod(0o1777)
     folder = open_folder / "submissions"
     folder.mkdir()
     place = (Path(tempfile.gettempdir()) / f"gradcheck-cluster-{os.getuid()}"
@@ -269,9 +267,7 @@ def test_on_a_cluster_each_worker_thread_grades_as_a_user_of_its_own(bank_and_ke
     for number in range(4):
         (folder / f"honest{number}.py").write_text(
             f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom tiny import tensor, no_grad\n")
-    for submission in folder.iterdir():
-        submission.write_text(f"import os\nopen(os.path.join({str(marks)!r}, f'{{os.getuid()}} "
-                              f"{submission.name}'), 'w').close()\n" + submission.read_text())
+    record_uids(folder, open_folder / "uids")
     cluster.add_worker("worker-a")
     cluster.add_worker("worker-b")
     with cluster.client() as client:
@@ -284,9 +280,9 @@ def test_on_a_cluster_each_worker_thread_grades_as_a_user_of_its_own(bank_and_ke
     assert scores["reader.py"] == scores["blind.py"] < 7
     assert all(scores[f"honest{number}.py"] == 7 for number in range(4)), scores
     assert (place / "key.json").is_file()  # where the reader looked: the key was there
-    seen = [name.split() for name in os.listdir(marks)]
-    assert sorted(name for _, name in seen) == sorted(os.listdir(folder))
-    uids = {int(uid) for uid, _ in seen}
+    seen = uids_recorded(open_folder / "uids")
+    assert sorted(seen) == sorted(os.listdir(folder)) and all(seen.values())
+    uids = set().union(*seen.values())
     hosts = {json.loads((open_folder / "out" / name / "grading.json").read_text())["host"]
              for name in os.listdir(folder)}
     assert len(uids) == len(hosts) and min(uids) >= UID, uids  # a uid per worker thread
