@@ -165,7 +165,7 @@ def test_without_torch_and_jax_a_stale_exercise_is_skipped_saying_why(changed, k
         import json, sys
         sys.modules["torch"] = sys.modules["jax"] = None  # as on a machine without them
         from gradcheck.bank.bundled import bank_dir, reference_path
-from gradcheck.bank.loader import load_bank
+        from gradcheck.bank.loader import load_bank
         from gradcheck.grading.grader import Grader
         with Grader("reference", key={str(key)!r}) as grader:
             report = grader.grade_bank(load_bank({str(changed)!r}))
