@@ -236,8 +236,12 @@ HUGE = "1" + "0" * 400
     b'{"fatal": {"type": [], "message": 1}}', b'{"import_error": 3}', b"\xff\xfe", b"9" * 5000,
     b'{"reply": {"results": [{"value": 6.0, "grads": {"x": 3.0, "y": 2.0}, "error": '
     b'{"type": "E", "message": "' + b"m" * 100_000 + b'", "phase": "backward"}}]}}',
+    b'{"reply": {"results": [{"value": 6.0, "grads": {"x": 3.0, "y": 2.0}, "error": null}], "'
+    + b"k" * 1_000_000 + b'": 1}}',
+    b'{"' + b"k" * 1_000_000 + b'": NaN}',
 ], ids=["unhashable-phase", "dict-phase", "nested-200k", "huge-value", "huge-grad",
-        "fatal-types", "import-error-int", "not-utf8", "5000-digits", "long-message"])
+        "fatal-types", "import-error-int", "not-utf8", "5000-digits", "long-message",
+        "huge-key", "huge-key-of-the-frame"])
 def test_a_malformed_frame_is_a_protocol_error_of_that_request_and_the_worker_goes_on(
         body, tmp_path):
     submission = tmp_path / "hostile.py"
@@ -248,6 +252,7 @@ def test_a_malformed_frame_is_a_protocol_error_of_that_request_and_the_worker_go
             if isinstance(reply, Failure):
                 assert reply.kind == "protocol", reply
                 assert reply.message.startswith("the engine "), reply
+                assert len(reply.message) + len(reply.detail) < 1000
                 continue
             # a frame the grader may ignore (a phase not its own), or a reply it may read
             (result,) = reply["results"]
