@@ -102,3 +102,31 @@ def test_the_plugin_takes_ids_and_modules_and_pytests_own_k(pytester, bank):
     result = pytester.runpytest_subprocess("--submission", "torch", "--collect-only", "-q",
                                            "--exercises", "chain-rule-z")
     result.stdout.fnmatch_lines(["*::behaviour", "5 tests collected*"])  # chain-rule-z's five
+
+
+@pytest.mark.parametrize("command", ["grade", "key build", "validate"])
+def test_a_missing_folder_or_a_file_that_is_no_exercise_is_a_usage_error(
+        command, bank, tmp_path, capsys):
+    command = {"grade": ["grade", "reference", "--quiet", "--exercises"],
+               "key build": ["key", "build", "--out", str(tmp_path / "key.json"), "--exercises"],
+               "validate": ["validate"]}[command]
+    misspelt = str(bank.parent / "bnak")
+    assert main([*command, misspelt]) == 2
+    said = capsys.readouterr().err
+    assert f"{misspelt}: no such file or folder (did you mean {str(bank)!r}?)" in said
+    assert main([*command, str(bank / "squares.exercise.yaml")]) == 2
+    assert f"(did you mean {str(bank / 'square.exercise.yaml')!r}?)" in capsys.readouterr().err
+    notes = tmp_path / "notes.md"
+    notes.write_text("# not an exercise\n")
+    assert main([*command, str(notes)]) == 2
+    assert "notes.md: not an exercise file" in capsys.readouterr().err
+    assert main([*command, "chain-rule-zz"]) == 2
+    assert "(did you mean 'chain-rule-z'?)" in capsys.readouterr().err
+
+
+def test_the_plugin_refuses_an_unknown_name_as_a_usage_error(pytester):
+    result = pytester.runpytest_subprocess("--submission", "torch", "--collect-only", "-q",
+                                           "--exercises", "chain-rule-zz")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--exercises chain-rule-zz: no such file or folder*"
+                                 "(did you mean 'chain-rule-z'?)*"])

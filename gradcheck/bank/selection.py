@@ -11,6 +11,7 @@ of the bundled bank when no path is given.
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ class Selection:
     paths: list[Path]
     names: list[str] = field(default_factory=list)
     keyword: str | None = None
+    #: how the command takes the items, for messages: "--exercises", or "" for PATH arguments
+    option: str = "--exercises"
 
     @property
     def narrowed(self) -> bool:
@@ -53,8 +56,8 @@ class Selection:
             modules = {e.topic for e in bank.exercises if e.topic}
             ids = {e.id for e in bank.exercises}
             raise SelectionError(
-                f"--exercises {unknown[0]}: no such file or folder, and no exercise or module of "
-                f"that name in {listing(str(p) for p in self.paths)}"
+                f"{_item(self.option, unknown[0])}: no such file or folder, and no exercise or "
+                f"module of that name in {listing(str(p) for p in self.paths)}"
                 f"{suggest(unknown[0], ids | modules)}; the modules are {listing(modules)}; "
                 "-k WORD selects the exercises whose id contains WORD")
         match = keyword_matcher(self.keyword) if self.keyword else (lambda text: True)
@@ -78,23 +81,50 @@ class Selection:
 
 
 def selection(items: Sequence[str | Path] | None, keyword: str | None,
-              default: Callable[[], Path]) -> Selection:
+              default: Callable[[], Path], option: str = "--exercises") -> Selection:
     """Split `--exercises` items into paths and names; `default()` gives the bank to look names
     up in when no item is a path. An item that looks like a path (a `/`, or the exercise
-    suffix) but is not there is an error, not a name."""
+    suffix) but is not there is an error, not a name. `option`: how the command takes the
+    items, for messages ("" for PATH arguments)."""
     paths: list[Path] = []
     names: list[str] = []
     for item in items or []:
         text = str(item)
+        if Path(text).is_file() and not text.endswith((".yaml", ".yml")):
+            raise SelectionError(f"{_item(option, text)}: not an exercise file; give files named "
+                                 f"*{SUFFIX}, folders of them, exercise ids or module names")
         if Path(text).exists():
             paths.append(Path(text))
         elif "/" in text or text.endswith((SUFFIX, ".yaml", ".yml")):
-            raise SelectionError(f"--exercises {text}: no such file or folder")
+            raise SelectionError(f"{_item(option, text)}: no such file or folder"
+                                 f"{_near(Path(text))}")
         else:
             names.append(text)
     if keyword is not None:
         keyword_matcher(keyword)  # a bad expression is refused before any work starts
-    return Selection(paths or [default()], names, keyword)
+    return Selection(paths or [default()], names, keyword, option)
+
+
+def _item(option: str, text: str) -> str:
+    return f"{option} {text}" if option else text
+
+
+def _near(path: Path) -> str:
+    """" (did you mean 'exercises/02-backward'?)": the path with its first missing part
+    replaced by the closest name in the folder above it, when one is close."""
+    parts = path.parts
+    for depth in range(len(parts) - 1, -1, -1):
+        above = Path(*parts[:depth]) if depth else Path(".")
+        if not above.is_dir():
+            continue
+        try:
+            names = [entry.name for entry in above.iterdir()]
+        except OSError:
+            return ""
+        close = difflib.get_close_matches(parts[depth], names, n=1)
+        return (f" (did you mean {str(Path(*parts[:depth], close[0], *parts[depth + 1:]))!r}?)"
+                if close else "")
+    return ""
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, positional: bool = False) -> None:
@@ -111,9 +141,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, positional: bool = False) 
                              "(substrings of the id) with and, or, not, parentheses")
 
 
-def from_arguments(args: argparse.Namespace, default: Callable[[], Path]) -> Selection:
-    """The selection that `add_arguments`' options give."""
-    return selection(args.exercises, args.keyword, default)
+def from_arguments(args: argparse.Namespace, default: Callable[[], Path],
+                   option: str = "--exercises") -> Selection:
+    """The selection that `add_arguments`' options give (`option`: "" if they are PATHs)."""
+    return selection(args.exercises, args.keyword, default, option)
 
 
 def _named(exercise: Exercise, name: str) -> bool:

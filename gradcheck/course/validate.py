@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         course = find_course()
-        chosen = selection.from_arguments(args, lambda: bank_default(course))
+        chosen = selection.from_arguments(args, lambda: bank_default(course), option="")
         paths = chosen.files() if chosen.narrowed else chosen.paths
     except (CourseFileError, selection.SelectionError) as error:
         print(f"gradcheck validate: {error}", file=sys.stderr)
