@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from xml.etree import ElementTree
@@ -127,19 +128,21 @@ def armed(folder: Path, fault: str) -> Path:
     return path
 
 
-def leftovers(submission: Path) -> list[int]:
-    """Live processes started for `submission` (its path is in every worker's command line, and
-    forks keep it), after giving killed ones a moment to go."""
+def leftovers(folder: Path) -> list[int]:
+    """Live processes of the workers whose folders were made in `folder` (`run` makes them
+    there: their HOME is in every worker's environment, and forks keep it), after giving killed
+    ones a moment to go."""
     found: list[int] = []
+    home = b"HOME=" + str(folder).encode() + b"/"
     for _ in range(40):
         found = []
         for name in filter(str.isdigit, os.listdir("/proc")):
             try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+                environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
                 state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
             except OSError:
                 continue
-            if str(submission).encode() in cmdline and state != b"Z":
+            if any(item.startswith(home) for item in environ) and state != b"Z":
                 found.append(int(name))
         if not found:
             break
@@ -151,8 +154,12 @@ def run(submission: Path, bank, tmp_path: Path, **options):
     """Grade; returns (report, seconds, results.json as read back and validated)."""
     options = {"seed": SEED, "timeout": TIMEOUT, "memory_mb": MEMORY_MB, **options}
     start = time.monotonic()
-    with Grader(submission, **options) as grader:
-        report = grader.grade_bank(bank)
+    made_in, tempfile.tempdir = tempfile.tempdir, str(tmp_path)  # the workers' folders: leftovers
+    try:
+        with Grader(submission, **options) as grader:
+            report = grader.grade_bank(bank)
+    finally:
+        tempfile.tempdir = made_in
     elapsed = time.monotonic() - start
     results = tmp_path / "results.json"
     write_results_json(report, results)
@@ -226,7 +233,7 @@ def test_a_fault_costs_only_the_checks_it_reaches(fault, costs, says, bank, hone
     assert says in next(t["output"] for t in data["tests"] if t["status"] == "failed")
     assert {t["output"] for t in data["tests"] if t["visibility"] == "hidden"} == {WITHHELD}
     assert elapsed < BOUND
-    assert leftovers(submission) == []
+    assert leftovers(tmp_path) == []
 
 
 @pytest.mark.parametrize("source, says", [
@@ -247,7 +254,7 @@ def test_a_submission_that_dies_while_imported_gets_a_report_that_says_so(source
     assert ("Your submission could not be imported:\n\n" + report.import_error) in data["output"]
     assert data["score"] == 0
     assert elapsed < 2 + 10  # the import is tried once, not once per exercise
-    assert leftovers(submission) == []
+    assert leftovers(tmp_path) == []
 
 
 def test_a_daemon_the_engine_leaves_behind_is_killed_with_it(bank, honest, tmp_path):
@@ -256,7 +263,7 @@ def test_a_daemon_the_engine_leaves_behind_is_killed_with_it(bank, honest, tmp_p
     submission = armed(tmp_path, "escape")
     report, _, _ = run(submission, bank, tmp_path)
     assert outcome(report) == outcome(honest)  # nothing else is wrong with this engine
-    assert leftovers(submission) == []
+    assert leftovers(tmp_path) == []
     time.sleep(3.5)
     assert not (tmp_path / "escaped.marker").exists()
 
@@ -418,7 +425,8 @@ def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
     submission = armed(tmp_path, "hang_backward")
     results = tmp_path / "results.json"
     grader = subprocess.Popen(grade_command(submission, bank_dir, results, "--timeout", "60"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})  # for leftovers
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
@@ -436,7 +444,7 @@ def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
     assert data["output"].startswith("Grading did not finish")
     assert {t["name"].rsplit("(", 1)[1] for t in data["tests"]} == {"a-product)"}
     assert all(t["status"] == "passed" for t in data["tests"])
-    assert leftovers(submission) == []
+    assert leftovers(tmp_path) == []
 
 
 # --- the worker as another user (tests/another_user.py) -----------------------------------------

@@ -18,7 +18,7 @@ import numpy.testing
 import pytest
 from processes import alive, gone_within
 
-from gradcheck.engine import census, handler, torch_engine, wire
+from gradcheck.engine import census, handler, sandbox, torch_engine, wire
 from gradcheck.engine.sandbox import Failure, Worker
 from gradcheck.program.language import parse
 
@@ -337,3 +337,36 @@ def test_torch_itself_runs_as_a_submission():
     with Worker(path, memory_mb=1024) as w:
         for request in (gradients(MUL_EXP), INSPECT):
             assert w.request(request, timeout=60) == torch_reply(request)
+
+
+def test_a_worker_started_ahead_imports_nothing_of_the_submission_until_its_start(tmp_path):
+    """`prestart` (as `grade --watch` does while it waits): the interpreter waits, nothing of
+    the submission's runs, the next Worker takes it, in its own fresh folder, and a discarded
+    one leaves nothing behind."""
+    marker = tmp_path / "imported"
+    submission = tmp_path / "engine.py"
+    submission.write_text(f"open({str(marker)!r}, 'a').write('x')\n"
+                          f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom tiny import *\n")
+    sandbox.prestart(2)
+    try:
+        waiting = {spare.proc.pid: spare.folder for spare in sandbox._SPARES}
+        assert len(waiting) == 2 and all(alive(pid) for pid in waiting)
+        time.sleep(1)
+        assert not marker.exists()  # started, but the submission not imported
+        with Worker(submission, import_timeout=10) as w:
+            assert w.request(gradients(MUL_EXP), timeout=10)["results"][0]["error"] is None
+            assert w.pid in waiting and w._dir == waiting[w.pid] and w.starts == 1
+            assert marker.read_text() == "x"
+            os.kill(w.pid, 9)  # a restart after a crash takes the other one
+            assert isinstance(w.request(gradients(MUL_EXP), timeout=10), Failure)
+            w.request(gradients(MUL_EXP), timeout=10)
+            assert w.pid in waiting and w.starts == 2 and marker.read_text() == "xx"
+        assert sandbox._SPARES == []
+        with Worker(submission, import_timeout=10) as w:  # none left: started afresh
+            w.request(INSPECT, timeout=10)
+            assert w.pid not in waiting
+        sandbox.prestart(1)
+        left = sandbox._SPARES[0]
+    finally:
+        sandbox.discard_spares()
+    assert gone_within(left.proc.pid, 5) and not left.folder.exists()

@@ -48,6 +48,7 @@ run its Python or read gradcheck or the submission; `preflight` checks all three
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import math
@@ -64,7 +65,15 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from gradcheck.engine import census, cgroup, handler, memory, run, wire
-from gradcheck.engine.worker import BOOTSTRAP, HEADER, MAX_FRAME, PACKAGE, adopt_orphans, pack
+from gradcheck.engine.worker import (
+    BOOTSTRAP,
+    HEADER,
+    MAX_FRAME,
+    PACKAGE,
+    PHASE_WIDTH,
+    adopt_orphans,
+    pack,
+)
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
 #: crashes in a row after which the worker is not restarted: an engine that crashes on every
@@ -144,23 +153,18 @@ class Worker:
         #: submission's time, `--total-timeout`); None: no such bound
         self.deadline: float | None = None
         self._kept = {"stdout": bytearray(), "stderr": bytearray()}
-        self._dir = Path(tempfile.mkdtemp(prefix="gradcheck-worker-"))
-        self._home = self._dir / "home"  # the worker's cwd, HOME and TMPDIR
-        self._home.mkdir()
-        if user is not None:
-            os.chmod(self._dir, 0o711)  # the worker may enter its home, not list the grader's files
-            os.chown(self._home, user, user)
+        self._dir = _folder(user)  # its files, and in "home" its cwd, HOME and TMPDIR
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
         self._eof = False
-        self._phase = ""
+        #: the grader's end of the phase file (`_phase`), open while a worker runs
+        self._phase_fd: int | None = None
         self._next_scan = 0.0
         self._census = census.Census()  # the worker's processes, as last found in /proc
         #: the memory it holds in files and System V IPC (what the grader's user held before is
         #: not the worker's)
-        self._held = memory.Held(os.geteuid() if user is None else user, own=user is not None,
-                                 home=str(self._home))
+        self._held = self._memory_held()
         #: the worker's memory cgroup, where the grader can make one (`use_cgroup`), kept across
         #: restarts: what an earlier start left in memory counts against the next
         self._cgroup: cgroup.MemoryCgroup | None = None
@@ -189,6 +193,15 @@ class Worker:
             self._cgroup.close()
             self._cgroup = None
         shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _memory_held(self) -> memory.Held:
+        return memory.Held(os.geteuid() if self.user is None else self.user,
+                           own=self.user is not None, home=str(self._home))
+
+    @property
+    def _home(self) -> Path:
+        """The worker's cwd, HOME and TMPDIR."""
+        return self._dir / "home"
 
     @property
     def pid(self) -> int | None:
@@ -267,33 +280,31 @@ class Worker:
             self._held.remove()
         self.starts += 1
         began = time.monotonic()
-        parent, child = socket.socketpair()
-        streams = {name: os.open(self._dir / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-                   for name in self._kept}
+        # a worker with a cgroup of its own joins it as it starts: it is started now
+        spare = (_take_spare(self.python) if self.user is None and self._cgroup is None
+                 else None)
+        if spare is not None:  # its folder, fresh and unused, becomes this worker's
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = spare.folder
+            self._held = self._memory_held()
         join = self._cgroup.join_descriptor() if self._cgroup is not None else None
-        config = {"fd": child.fileno(), "parent": os.getpid(), "submission": str(self.submission),
-                  "limits": self._limits(), "forbid": list(self.forbid), "cgroup": join}
         try:
-            self._proc = subprocess.Popen(
-                _command(self.python, BOOTSTRAP, json.dumps(config)),
-                stdin=subprocess.DEVNULL, stdout=streams["stdout"], stderr=streams["stderr"],
-                cwd=self._home, env=_environment(self._home),
-                pass_fds=(child.fileno(),) + ((join,) if join is not None else ()),
-                start_new_session=True, **_as_user(self.user))
+            started = spare or _Interpreter.spawn(self.python, self.user, self._dir, join)
         finally:
-            child.close()
-            for fd in streams.values():
-                os.close(fd)
             if join is not None:
                 os.close(join)
         if self._cgroup is not None:
             self._oom_kills = self._cgroup.oom_kills()
-        self._sock = parent
-        _RUNNING.add(self._proc.pid)
-        self._since = census.start_time(self._proc.pid)
+        self._proc, self._sock, self._phase_fd = started.proc, started.sock, started.phase_fd
+        self._since = started.since
         self._buffer.clear()
         self._eof = False
         self._phase = "import"
+        try:  # what to import, and the limits, with which the interpreter begins its work
+            self._sock.sendall(pack({"submission": str(self.submission),
+                                     "limits": self._limits(), "forbid": list(self.forbid)}))
+        except OSError:  # it died before it could read them: found by the wait below
+            pass
         wait = self.import_timeout
         if self.deadline is not None:
             wait = min(wait, self.deadline - time.monotonic())
@@ -338,14 +349,9 @@ class Worker:
         while True:
             exited = self._exited()  # checked first: frames sent before exiting are read first
             self._receive(0.001 if exited else min(POLL, max(deadline - time.monotonic(), 0.001)))
-            # Every frame received is handled before the checks, so a failure is named with the
-            # phase the worker was really in.
-            while (frame := self._pop_frame()) is not None:
-                if not (isinstance(frame, dict) and set(frame) == {"phase"}):
-                    return frame
-                if isinstance(frame["phase"], str) and frame["phase"] in handler.PHASES:
-                    # any other value is not the worker's
-                    self._phase = frame["phase"]
+            frame = self._pop_frame()  # one a request, and no progress frames: see `_phase`
+            if frame is not None:
+                return frame
             if exited:
                 return self._exit_failure()
             if self._eof:  # the channel closed: the worker is exiting, or broke it
@@ -369,8 +375,29 @@ class Worker:
             chunk = self._sock.recv(1 << 20)
         except TimeoutError:
             return
+        except ConnectionResetError:  # it died with a request unread: as the end of the channel
+            chunk = b""
         self._eof = not chunk
         self._buffer += chunk
+
+    @property
+    def _phase(self) -> str:
+        """Where the worker is: the phase it last wrote to its phase file, at offset 0, padded
+        with spaces to PHASE_WIDTH bytes (`gradcheck.engine.worker`). A file rather than a frame per change:
+        a request passes through a few phases per point, and a frame each would wake the grader
+        tens of times a request; the grader reads the file only when it names a failure."""
+        if self._phase_fd is None:
+            return "start"
+        try:
+            said = os.pread(self._phase_fd, PHASE_WIDTH, 0).decode("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return "start"
+        return said if said in handler.PHASES else "start"  # anything else is not the worker's
+
+    @_phase.setter
+    def _phase(self, phase: str) -> None:
+        assert self._phase_fd is not None
+        os.pwrite(self._phase_fd, phase.ljust(PHASE_WIDTH).encode("ascii"), 0)
 
     def _pop_frame(self) -> dict[str, Any] | Failure | None:
         """The first complete frame in the buffer, if there is one."""
@@ -493,6 +520,8 @@ class Worker:
         _RUNNING.discard(self._proc.pid)
         self._sock.close()
         self._proc = self._sock = None
+        os.close(self._phase_fd)
+        self._phase_fd = None
         self._census = census.Census()
         self._collect_output()
         return code
@@ -646,3 +675,105 @@ def _bytes(n: int) -> str:
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
     return f"{n} bytes"
+
+
+# --- interpreters started ahead -----------------------------------------------------------------
+
+
+@dataclass
+class _Interpreter:
+    """A worker process started and waiting, with gradcheck's worker modules imported but nothing
+    of the submission's: it imports the submission, under the limits it is given, only once a
+    Worker sends them (`Worker._start`)."""
+
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    phase_fd: int
+    folder: Path
+    python: str
+    since: int  # census.start_time
+
+    @classmethod
+    def spawn(cls, python: str, user: int | None, folder: Path, join: int | None = None
+              ) -> _Interpreter:
+        """Start one in `folder` (from `_folder`): its output, phase file, and home; `join`:
+        the descriptor of the cgroup it joins first (gradcheck.engine.cgroup), if any."""
+        parent, child = socket.socketpair()
+        streams = {name: os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                   for name in ("stdout", "stderr")}
+        phase_fd = os.open(folder / "phase", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        home = folder / "home"
+        try:
+            proc = subprocess.Popen(
+                _command(python, BOOTSTRAP, json.dumps({"fd": child.fileno(),
+                                                         "phase_fd": phase_fd,
+                                                         "parent": os.getpid(),
+                                                         "cgroup": join})),
+                stdin=subprocess.DEVNULL, stdout=streams["stdout"], stderr=streams["stderr"],
+                cwd=home, env=_environment(home),
+                pass_fds=(child.fileno(), phase_fd) + ((join,) if join is not None else ()),
+                start_new_session=True, **_as_user(user))
+        except BaseException:
+            os.close(phase_fd)
+            raise
+        finally:
+            child.close()
+            for fd in streams.values():
+                os.close(fd)
+        _RUNNING.add(proc.pid)
+        return cls(proc, parent, phase_fd, folder, python, census.start_time(proc.pid))
+
+    def alive(self) -> bool:
+        return os.waitid(os.P_PID, self.proc.pid,
+                         os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+
+    def discard(self) -> None:
+        census.kill_all(self.proc.pid)
+        self.proc.wait()
+        _RUNNING.discard(self.proc.pid)
+        self.sock.close()
+        os.close(self.phase_fd)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+#: interpreters started ahead (`prestart`), each taken by the next Worker to start
+_SPARES: list[_Interpreter] = []
+
+
+def prestart(count: int, python: str = sys.executable) -> None:
+    """Have `count` worker interpreters of `python` started and waiting, so that a Worker that
+    starts next needs only import the submission (`gradcheck grade --watch` calls this while it
+    waits for a change). None of them has run any code of a submission: each grading still gets
+    processes of its own, fresh. Call it from the thread that will grade, which the workers die
+    with (PR_SET_PDEATHSIG). Only for workers of the grader's own user: those of another are
+    killed with everything of that user's (`census.kill_user`)."""
+    adopt_orphans()
+    while sum(spare.python == python for spare in _SPARES) < count:
+        _SPARES.append(_Interpreter.spawn(python, None, _folder(None)))
+
+
+def _take_spare(python: str) -> _Interpreter | None:
+    """A waiting interpreter of `python` (one that died meanwhile is dropped), or None."""
+    for spare in [spare for spare in _SPARES if spare.python == python]:
+        _SPARES.remove(spare)
+        if spare.alive():
+            return spare
+        spare.discard()
+    return None
+
+
+@atexit.register
+def discard_spares() -> None:
+    """Stop every interpreter started ahead and not taken, and remove its folder."""
+    while _SPARES:
+        _SPARES.pop().discard()
+
+
+def _folder(user: int | None) -> Path:
+    """A new folder for a worker's files, with the empty "home" it runs in."""
+    folder = Path(tempfile.mkdtemp(prefix="gradcheck-worker-"))
+    (folder / "home").mkdir()
+    if user is not None:
+        os.chmod(folder, 0o711)  # the worker may enter its home, not list the grader's files
+        os.chown(folder / "home", user, user)
+    return folder

@@ -2,11 +2,14 @@
 
 Started by :mod:`gradcheck.engine.sandbox` as `python -s -P -B -c BOOTSTRAP GRADCHECK_DIR CONFIG`. It
 talks over a private socket (an inherited file descriptor) in frames: a 4-byte big-endian length,
-then a JSON object. stdin is empty and stdout/stderr go to files the grader reads, so nothing the
+then a JSON object. The first frame it receives names the submission, its limits and the modules
+it may not import; it imports nothing of the submission's before that frame. stdin is empty and stdout/stderr go to files the grader reads, so nothing the
 submission prints can pass for a reply. The worker never receives an expected value.
 
-Frames the worker sends:
-`{"phase": str}` progress; `{"ready": true}` once imported; `{"import_error": record}` (with a
+Where the engine is (a phase of `gradcheck.engine.handler.PHASES`, so that a timeout can say "in
+backward()") is written, on each change, to a file the grader reads when it needs it, not sent.
+
+Frames the worker sends: `{"ready": true}` once imported; `{"import_error": record}` (with a
 `traceback`) then exit; `{"reply": ...}` per request (`{"request_error": str}` if it is malformed,
 which the grader's own check prevents); `{"fatal": record}` when the engine raised
 something no request survives (SystemExit, KeyboardInterrupt, another BaseException, MemoryError),
@@ -31,6 +34,8 @@ from gradcheck.engine import handler, run, wire
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20  # bytes of JSON in one frame
+#: bytes of the phase file that hold the phase, padded with spaces
+PHASE_WIDTH = 16
 MODULE = "submission"  # the name a submission is imported under, whatever its file is called
 #: how every program the sandbox runs with `python -c` starts, given the gradcheck folder: the
 #: grader's own gradcheck, and only the modules the worker needs (the package's __init__ would
@@ -54,10 +59,15 @@ def main(config_json: str) -> None:
         _join_cgroup(config["cgroup"])
     die_with_parent(config["parent"])
     adopt_orphans()
-    _apply_limits(config["limits"])
-    _forbid(config["forbid"])
     channel = _Channel(config["fd"])
-    channel.send({"phase": "import"})
+    # The submission and the limits come in the first frame: a worker may be started ahead,
+    # before the submission is saved (gradcheck.engine.sandbox.prestart).
+    job = channel.receive()
+    if job is None:  # the grader discarded it unused
+        os._exit(0)
+    _apply_limits(job["limits"])
+    _forbid(job["forbid"])
+    config.update(job)
     path = Path(config["submission"])
     try:
         engine = load_submission(path)
@@ -74,7 +84,7 @@ def main(config_json: str) -> None:
     def progress(name: str) -> None:
         nonlocal phase
         phase = name
-        channel.send({"phase": name})
+        os.pwrite(config["phase_fd"], name.ljust(PHASE_WIDTH).encode("ascii"), 0)
 
     while (request := channel.receive()) is not None:
         try:
