@@ -161,8 +161,8 @@ def run_grade(args: argparse.Namespace) -> int:
     if args.watch:
         # the watch's own key stands for live oracles: the submission may import what it may
         # when graded live
-        return watch.run(args, bank, chosen, lambda bank, seed, key: grade_and_report(
-            args, bank, seed, key, live=key != args.key)[1])
+        return watch.run(args, bank, chosen, lambda bank, seed, key, scored: grade_and_report(
+            args, bank, seed, key, live=args.key is None, scored=scored)[1])
     if args.serve:
         return _serve(args, bank)
     return grade_and_report(args, bank, args.seed, args.key)[0]
@@ -193,10 +193,13 @@ def _serve(args: argparse.Namespace, bank: Bank) -> int:
 
 
 def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
-                     key: str | answer_key.Key | None, live: bool = False) -> tuple[int, GradeReport | None]:
+                     key: str | answer_key.Key | None, live: bool = False,
+                     scored: Callable[[GradeReport], None] | None = None
+                     ) -> tuple[int, GradeReport | None]:
     """Grade `bank` at `seed` (None: a new one) with `key`, write every requested report and
     print the summary; the exit status, and the report when grading ran. `live`: the key only
-    saves the oracles' work, so the submission is run as in a live grading."""
+    saves the oracles' work, so the submission is run as in a live grading. `scored`: given the
+    report once every score is known, before the feedback of failed checks is worked out."""
     so_far = GradeReport(submission=args.submission, seed=seed or 0)
     results_file = ResultsFile(args.results_json) if args.results_json else None
     shown = Progress(None if args.quiet else sys.stderr, len(bank.exercises))
@@ -217,7 +220,11 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
                 so_far.seed = grader.seed
                 if results_file is not None:
                     results_file.update(so_far)
-                report = grader.grade_bank(bank, progress)
+                report = grader.grade_bank(bank, progress, feedback_later=scored is not None)
+                if scored is not None:
+                    shown.close()
+                    scored(report)
+                    grader.give_feedback(report)
         finally:  # before any other write of results.json
             shown.close()
             if results_file is not None:

@@ -5,10 +5,14 @@ One process does every grading, with torch and jax imported once (`warm_up`): th
 grading runs the oracles in this process's threads (not in a helper process that would import
 jax each time); then an answer key of the bank at that grading's seed is built in memory, and
 every later grading takes torch's and jax's answers from it, so that a grading after a save
-costs only the submission's own work. Every grading uses the first one's seed, so that a change
-in points is a change in the submission, never in the sampled points. The submission's files (its module, or every .py file of its
-package) and the exercise files are polled: a poll of a few files' times costs nothing, and no
-platform-specific notifier is needed.
+costs only the submission's own work; and while it waits for a change, the next grading's worker
+interpreters are started, so that only the import of the submission is left of them. What
+changed in points is printed as soon as every score is known, and the report once the feedback
+of the failed checks is worked out (`Grader.give_feedback`). Every grading uses the first one's
+seed, so that a change in points is a change in the submission, never in the sampled points.
+The submission's files (its module, or every .py file of its package) and the exercise files are
+polled: a poll of a few files' times costs nothing, and no platform-specific notifier is
+needed.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ from gradcheck.bank.loader import Bank, exercise_files
 from gradcheck.bank.models import SUFFIX
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.bank.selection import Selection, SelectionError
+from gradcheck.engine import sandbox
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import resolve_submission
 from gradcheck.grading.results import GradeReport
+from gradcheck.grading.workers import details_shown
 from gradcheck.reports import by_exercise, points
 
 #: seconds between two looks at the files
@@ -37,8 +43,10 @@ POLL = 0.1
 #: seconds the files must stay the same before grading: an editor may write a file in parts
 SETTLE = 0.05
 
-#: grades a bank at a seed (None: a new one) with an answer key (or None), prints the report
-Grade = Callable[[Bank, "int | None", "str | None"], "GradeReport | None"]
+#: grades a bank at a seed (None: a new one) with an answer key (or None), prints the report;
+#: given a function, calls it with the report once the scores are known, before the feedback
+Grade = Callable[[Bank, "int | None", "answer_key.Key | None",
+                  "Callable[[GradeReport], None] | None"], "GradeReport | None"]
 
 
 def warm_up(key: object, oracles: Sequence[str] | None) -> None:
@@ -58,13 +66,18 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
     exit status 130)."""
     submission = resolve_submission(args.submission)
     seen = _snapshot(submission, chosen)  # before grading: a save meanwhile is graded next
-    report = grade(bank, args.seed, args.key)
+    report = grade(bank, args.seed, args.key, None)
     seed = report.seed if report is not None else args.seed
     with tempfile.TemporaryDirectory(prefix="gradcheck-watch-") as folder:
         oracles = set(args.oracles or ("torch", "jax"))
-        key = args.key or (_key(bank, seed, Path(folder) / "key.json", out)
-                           if oracles & {"torch", "jax"} else None)
+        try:  # loaded once, for every grading
+            key = (answer_key.load(args.key) if args.key else
+                   _key(bank, seed, Path(folder) / "key.json", out)
+                   if oracles & {"torch", "jax"} else None)
+        except answer_key.KeyFileError:  # the first grading said why
+            return 2
         while True:
+            _prestart(args, bank)
             _say(out, f"watching {args.submission} for changes (Ctrl-C stops)")
             seen, changed = _wait_for_change(submission, chosen, seen)
             started = time.monotonic()
@@ -75,15 +88,30 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
                     _say(out, f"cannot load the exercise bank:\n{error}")
                     continue
             _say(out, f"\n{args.submission} changed: grading again (seed {seed})")
-            latest = grade(bank, seed, key)
+
+            def scored(latest: GradeReport) -> None:
+                """The changes in points first: the report follows once its feedback is in."""
+                _say(out, "\n".join(changes(report, latest)) + f"\n(scored "
+                     f"{time.monotonic() - started:.1f} s after the change; the report follows)")
+
+            latest = grade(bank, seed, key.anew() if key is not None else None, scored)
             if latest is None:  # the grader could not run; it said why
                 continue
-            _say(out, "\n".join(changes(report, latest))
-                 + f"\n(graded {time.monotonic() - started:.1f} s after the change)")
+            _say(out, f"(graded {time.monotonic() - started:.1f} s after the change)")
             report = latest
 
 
-def _key(bank: Bank, seed: int | None, path: Path, out: TextIO) -> str | None:
+def _prestart(args: argparse.Namespace, bank: Bank) -> None:
+    """Start the next grading's worker interpreters now, while waiting
+    (`gradcheck.engine.sandbox.prestart`), so that after a save only the submission's import is
+    left of each worker's start: one for the visible exercises and one for the others, if
+    there are any, to score them; as many again for the feedback of failed checks."""
+    if args.worker_user is None:
+        sides = {details_shown(exercise) for exercise in bank.exercises}
+        sandbox.prestart(2 * len(sides), args.worker_python or sys.executable)
+
+
+def _key(bank: Bank, seed: int | None, path: Path, out: TextIO) -> answer_key.Key | None:
     """An answer key of the bank at `seed`, built once: every grading after the first takes
     torch's and jax's answers from it (an exercise changed since is graded live, as with any
     key), so that only the submission's own work is done again. None if it cannot be built."""
@@ -91,11 +119,10 @@ def _key(bank: Bank, seed: int | None, path: Path, out: TextIO) -> str | None:
         return None
     _say(out, "building an answer key in memory, for faster gradings after each change ...")
     try:
-        answer_key.build(bank, seed, path)
+        return answer_key.build(bank, seed, path)
     except answer_key.KeyFileError as error:
         _say(out, f"no answer key ({error}); each grading runs the oracles")
         return None
-    return str(path)
 
 
 def changes(before: GradeReport | None, after: GradeReport) -> list[str]:

@@ -1,5 +1,5 @@
 """`gradcheck grade --watch`, for real: a gradcheck process watching an engine file, the file
-edited, the new report and what changed read from its output; bounded in time."""
+edited, what changed and then the new report read from its output; bounded in time."""
 
 import queue
 import signal
@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from grading_samples import write_fd_bank
 
+from gradcheck.bank.loader import load_bank
+from gradcheck.grading.grader import Grader
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.watch import changes
 
@@ -37,6 +39,26 @@ def test_changes_are_said_largest_first_then_the_total():
                                       "+1 points: tanh now has 1/2",
                                       "total 5/9, +2 points"]
     assert changes(after, after) == ["total 5/9, no change in points"]
+
+
+def test_feedback_worked_out_after_the_scores_is_the_feedback_given_at_once(tmp_path):
+    """`grade_bank(feedback_later=True)`, as the watch grades: the same scores at once, the
+    plain comparison until `give_feedback`, then the same messages and walk as in one go."""
+    bank = load_bank(write_fd_bank(tmp_path / "bank"))
+    engine = tmp_path / "engine.py"
+    engine.write_text(mutant.source("mul"))
+    with Grader(engine, seed=3, oracles=["fd"]) as grader:
+        at_once = grader.grade_bank(bank)
+    with Grader(engine, seed=3, oracles=["fd"]) as grader:
+        later = grader.grade_bank(bank, feedback_later=True)
+        assert [(r.name, r.status, r.score) for r in later.results] == [
+            (r.name, r.status, r.score) for r in at_once.results]
+        failed = next(r for r in later.results if r.status == "failed")
+        assert "the backward of" not in failed.message and failed.detail == {}
+        grader.give_feedback(later)
+    assert "the backward of `x * y` (MulBackward0)" in failed.message
+    assert [(r.message, r.detail) for r in later.results] == [
+        (r.message, r.detail) for r in at_once.results]
 
 
 @pytest.mark.slow  # torch is imported first, once: a few seconds
@@ -70,8 +92,13 @@ def test_an_edit_is_graded_again_in_the_same_process(tmp_path):
         started = time.monotonic()
         engine.write_text(mutant.source("mul"))
         worse = read_until(WATCHING)
-        assert "-2 points: product now fails" in worse
         assert time.monotonic() - started < 30
+        # the change in points first, then the report, its feedback (the walk's finding) in
+        scored = next(i for i, line in enumerate(worse) if line.startswith("(scored "))
+        assert "-2 points: product now fails" in worse[:scored]
+        report = "\n".join(worse[scored:])
+        assert "the backward of `x * y` (MulBackward0) passed 1.5 to x" in report
+        assert worse[-2].startswith("(graded ")
     finally:
         process.send_signal(signal.SIGINT)
         try:

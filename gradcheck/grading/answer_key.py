@@ -30,7 +30,7 @@ import json
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -90,6 +90,11 @@ class Key:
     exercises: dict[str, dict[str, Any]]
     path: str = ""
     _refused: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def anew(self) -> Key:
+        """The same key for another grading (`gradcheck grade --watch` keeps it loaded): its
+        refusals are found again, as an exercise file may have changed, or changed back."""
+        return replace(self, _refused={})
 
     def refusal(self, exercise: Exercise) -> str:
         """Why the key is not used for `exercise`, or '' when it holds this exact file."""

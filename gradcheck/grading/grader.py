@@ -131,6 +131,10 @@ class Grader:
         self._missing: dict[bool, dict[str, str]] = {}
         #: the helper process working ahead, if one was started (gradcheck.grading.helper_process)
         self._helper: helper_process.Helper | None = None
+        #: with `grade_bank(..., feedback_later=True)`: the failed gradient checks whose
+        #: feedback `give_feedback` works out, each with the function that does it
+        self._later: list[tuple[Exercise, CheckResult, Callable[[], tuple[str, dict]]]] = []
+        self._feedback_later = False
 
     def __enter__(self) -> Grader:
         return self
@@ -180,8 +184,9 @@ class Grader:
             started = time.monotonic()
             self._detail, self._check = {}, name
             absent, blocked_by = self._absent_higher_order(exercise, name, budget)
+            later = None
             try:
-                status, message, notes, blocked_by = (
+                status, message, notes, blocked_by, later = (
                     Outcome("failed", absent, [], blocked_by) if absent
                     else self._run_check(exercise, name, budget))
             except Exception as error:  # gradcheck's fault (or the key's): this check only
@@ -197,6 +202,8 @@ class Grader:
                 line=exercise.line_of(f"checks.{name}"), duration=time.monotonic() - started,
                 author_notes=notes, blocked_by=blocked_by,
                 detail=self._detail))
+            if later is not None:
+                self._later.append((exercise, results[-1], later))
         return results
 
     def grade_point(self, exercise: Exercise, point: dict[str, Any]
@@ -226,9 +233,14 @@ class Grader:
                            file=str(path), line=problem.line if problem else 0,
                            author_notes=[str(error)])
 
-    def grade_bank(self, bank: Bank, progress: Progress | None = None) -> GradeReport:
-        """Every exercise of `bank`, in order; broken files become failing "load" results."""
+    def grade_bank(self, bank: Bank, progress: Progress | None = None,
+                   feedback_later: bool = False) -> GradeReport:
+        """Every exercise of `bank`, in order; broken files become failing "load" results.
+        `feedback_later`: every score is final, but the feedback of failed gradient checks (the
+        finding of the chain-rule walk, which asks the engine for more) is worked out only by
+        `give_feedback`, so that the scores can be shown first (`gradcheck grade --watch`)."""
         started = time.monotonic()
+        self._feedback_later, self._later = feedback_later, []
         report = GradeReport(submission=self.label, seed=self.seed)
         self.workers.deadline = None  # each grading of a bank has its --total-timeout
         for path, error in bank.broken:
@@ -249,12 +261,29 @@ class Grader:
             if progress:
                 progress(exercise.id, graded[number])
         report.results += [result for number in sorted(graded) for result in graded[number]]
+        self._finish(report, started)
+        return report
+
+    def give_feedback(self, report: GradeReport) -> None:
+        """The feedback `grade_bank(..., feedback_later=True)` left out, written into its
+        results: asked of new workers, the visible exercises' first, each side's apart as in
+        grading (gradcheck.grading.workers); no score changes."""
+        started = time.monotonic() - report.duration
+        for exercise, result, later in sorted(self._later,
+                                              key=lambda item: not details_shown(item[0])):
+            try:
+                result.message, result.detail = later()
+            except Exception:  # gradcheck's fault: the check keeps its plain comparison
+                result.author_notes = [*result.author_notes, traceback.format_exc()]
+        self._later = []
+        self._finish(report, started)
+
+    def _finish(self, report: GradeReport, started: float) -> None:
         self.workers.close()  # the last worker's output is complete only once it is dead
         report.import_error = self.import_error
         report.output = self.output
         report.withheld = self.withheld
         report.duration = time.monotonic() - started
-        return report
 
     # --- checks ---------------------------------------------------------------------------------
 
@@ -399,18 +428,23 @@ class Grader:
         if grading.float32:  # no operation is at fault: the precision is
             return Outcome("failed", _with_hint(grading.message, exercise, self._check), grading.author_notes)
         spare = _Budget(budget.seconds)
-        message, self._detail = localise.diagnose(
-                                    grading, program, points, exercise.grad_names,
-                                    # feedback has a budget of its own: it never costs a
-                                    # later check its time
-                                    lambda request: self._ask(exercise, request, spare),
-                                    exercise.tolerance.pair().analytic,
-                                    # torch's walk from the key, which a keyed grading
-                                    # never walks itself
-                                    None if self.key is None else
-                                    lambda index: self.key.walk(exercise, check, points, index))
-        return Outcome("failed", _with_hint(message, exercise, self._check), grading.author_notes,
-                       grading.blocked_by)
+
+        def feedback() -> tuple[str, dict[str, Any]]:
+            message, detail = localise.diagnose(
+                grading, program, points, exercise.grad_names,
+                # feedback has a budget of its own: it never costs a later check its time
+                lambda request: self._ask(exercise, request, spare),
+                exercise.tolerance.pair().analytic,
+                # torch's walk from the key, which a keyed grading never walks itself
+                None if self.key is None else lambda index: self.key.walk(exercise, check,
+                                                                         points, index))
+            return _with_hint(message, exercise, check), detail
+
+        if self._feedback_later:
+            return Outcome("failed", _with_hint(grading.message, exercise, check),
+                           grading.author_notes, grading.blocked_by, feedback)
+        message, self._detail = feedback()
+        return Outcome("failed", message, grading.author_notes, grading.blocked_by)
 
     def _second_order_results(self, exercise: Exercise, points: list[dict[str, Any]],
                               early: tuple[Future, Future, int] | None
@@ -521,9 +555,7 @@ class Grader:
         if self.key is not None:
             stored = self.key.torch_record(exercise, request)
             if stored is not None:
-                done: Future[dict[str, Any]] = Future()
-                done.set_result(stored)
-                return done
+                return _done(stored)
         cache_key = json.dumps(request, sort_keys=True)
         if cache_key not in self._torch_records:
             if importlib.util.find_spec("torch") is None:
@@ -614,6 +646,8 @@ class Outcome(NamedTuple):
     message: str
     notes: list[str]
     blocked_by: str = ""
+    #: the feedback left for `Grader.give_feedback`: the message and detail it gives
+    later: Callable[[], tuple[str, dict[str, Any]]] | None = None
 
 
 def higher_order_needs(exercise: Exercise, check: str) -> set[str]:
@@ -665,6 +699,13 @@ def prestart(key: object, oracles: Sequence[str] | None) -> None:
 def _piece(name: str) -> str:
     """A higher-order piece `inspect` reports missing, as the code a student writes."""
     return "backward(create_graph=True)" if name == handler.CREATE_GRAPH else name
+
+
+def _done(result: Any) -> Future:
+    """A future that has `result` already."""
+    done: Future = Future()
+    done.set_result(result)
+    return done
 
 
 def torch_answer(request: dict[str, Any]) -> dict[str, Any]:
