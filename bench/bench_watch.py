@@ -1,18 +1,25 @@
 """Benchmark: `gradcheck grade --watch`, from saving the submission to the new report, on the
-bundled bank, against a cold `gradcheck grade` of the same file in the same run.
+bundled bank: this checkout against the code before (`--before REV`, run from a copy made with
+`git archive`), in the same run, with a cold `gradcheck grade` of the same file as yardstick.
 
-A copy of the reference engine is watched (`gradcheck grade engine.py --watch --seed 1`, its
-stdout read line by line). Once it watches, the file is saved `rounds` times, alternately with
-a bug in `__mul__` (feedback and all) and fixed again; each latency is from the moment the file
-is written to the moment the process says it watches again, its report and its changes printed
-(so the poll interval and the wait for the write to settle are included). The yardstick is the
-same file graded by a cold `gradcheck grade engine.py --seed 1 --quiet`, best of 3, run before
-the watch starts. Run: `python bench/bench_watch.py`.
+A copy of the reference engine is watched by each (`gradcheck grade engine.py --watch --seed
+1`, its stdout read line by line). Once both watch, each file is saved `rounds` times, alternately
+with a bug in `__mul__` (feedback and all) and fixed again, the two watches taking turns, so that
+both meet the same load. Per save, from the moment the file is written: the time to the line
+that ends the changes in points ("(scored ...)", printed once every score is known; the code
+before prints them after the report), the time until the process says it watches again (the
+whole report printed, the feedback of failed checks in it), and the CPU time of the watch
+process and of the workers it reaped meanwhile. The poll interval and the wait for the write to
+settle are in both times. The yardstick is the file graded by a cold `gradcheck grade engine.py
+--seed 1 --quiet`, best of `cold_runs`, run first. Run: `python bench/bench_watch.py [--before
+REV] [--rounds 6]`.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import queue
 import signal
 import statistics
@@ -27,55 +34,109 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "reference" / "__init__.py"
 MUL_BUG = ("return g * _val(node._b),", "return g * node._a._value,")  # tests/engines/mutant.py
+#: main just before the watch's workers started ahead and its feedback after the scores
+BEFORE = "0a9d869"
 
 
-def run(rounds: int = 6) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as folder:
-        engine = Path(folder) / "engine.py"
+class Watch:
+    """One `gradcheck grade engine.py --watch` process, in a folder of its own."""
+
+    def __init__(self, folder: Path, source: str, env: dict[str, str] | None) -> None:
+        self.engine = folder / "engine.py"
+        self.engine.write_text(source)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gradcheck", "grade", "engine.py", "--watch", "--seed", "1"],
+            cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put((time.perf_counter(), line))
+                                         for line in self.process.stdout], daemon=True).start()
+
+    def watching(self) -> tuple[float, list[tuple[float, str]]]:
+        """When it next says it watches, and what it printed until then."""
+        seen = []
+        while True:
+            at, line = self.lines.get(timeout=900)
+            seen.append((at, line))
+            if line.startswith("watching engine.py"):
+                return at, seen
+
+    def cpu(self) -> float:
+        """CPU seconds of the process and of the children it reaped."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+    def save(self, source: str) -> dict[str, Any]:
+        """Write the file; the figures of the grading that follows."""
+        cpu, written = self.cpu(), time.perf_counter()
+        self.engine.write_text(source)
+        done, seen = self.watching()
+        scored = next((at for at, line in seen if line.startswith("(scored ")), done)
+        total = next(line for _, line in seen if line.startswith("total "))
+        return {"score_s": scored - written, "report_s": done - written,
+                "cpu_s": self.cpu() - cpu, "total": total.split()[1].rstrip(",")}
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=60)
+
+
+def run(rounds: int = 6, cold_runs: int = 3, before: str | None = BEFORE) -> dict[str, Any]:
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory() as work:
+        work_dir = Path(work)
         good = REFERENCE.read_text()
         bad = good.replace(*MUL_BUG)
         assert bad != good, "the reference moved: update MUL_BUG"
-        engine.write_text(good)
+        (work_dir / "engine.py").write_text(good)
         cold = []
-        for _ in range(3):
+        for _ in range(cold_runs):
             started = time.perf_counter()
             subprocess.run([sys.executable, "-m", "gradcheck", "grade", "engine.py", "--seed",
-                            "1", "--quiet"], cwd=folder, check=True, capture_output=True)
+                            "1", "--quiet"], cwd=work, check=True, capture_output=True)
             cold.append(time.perf_counter() - started)
-        process = subprocess.Popen([sys.executable, "-m", "gradcheck", "grade", "engine.py",
-                                    "--watch", "--seed", "1"], cwd=folder,
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        lines: queue.Queue[tuple[float, str]] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put((time.perf_counter(), line))
-                                         for line in process.stdout], daemon=True).start()
-
-        def watching() -> tuple[float, list[str]]:
-            seen = []
-            while True:
-                at, line = lines.get(timeout=300)
-                seen.append(line)
-                if line.startswith("watching engine.py"):
-                    return at, seen
-
+        trees: dict[str, dict[str, str] | None] = {"after": None}
+        if before:
+            old = work_dir / "before"
+            old.mkdir()
+            archive = subprocess.run(["git", "archive", before, "gradcheck"], cwd=ROOT,
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+            # `python -m` puts the watch's folder first on sys.path, then PYTHONPATH
+            trees = {"before": {**os.environ, "PYTHONPATH": str(old)}, **trees}
+        watches = {}
+        started = time.perf_counter()
+        for label, env in trees.items():
+            (work_dir / label).mkdir()
+            watches[label] = Watch(work_dir / label, good, env)
         try:
-            started = time.perf_counter()
-            ready, _ = watching()
-            first = ready - started
-            latencies, reported = [], []
+            ready = {label: watch.watching()[0] - started for label, watch in watches.items()}
+            saves: dict[str, list[dict[str, Any]]] = {label: [] for label in watches}
             for number in range(rounds):
-                written = time.perf_counter()
-                engine.write_text(bad if number % 2 == 0 else good)
-                done, seen = watching()
-                latencies.append(done - written)
-                reported += [line for line in seen if line.startswith("(graded ")]
+                for label, watch in watches.items():
+                    saves[label].append({"case": "bug" if number % 2 == 0 else "fixed",
+                                         **watch.save(bad if number % 2 == 0 else good)})
         finally:
-            process.send_signal(signal.SIGINT)
-            process.wait(timeout=30)
-    return {"cold_grade_s": cold, "cold_best_s": min(cold),
-            "watch_start_s": first, "save_to_report_s": latencies,
-            "save_to_report_median_s": statistics.median(latencies),
-            "save_to_report_best_s": min(latencies), "reported": reported}
+            for watch in watches.values():
+                watch.stop()
+    summary: dict[str, Any] = {"load_before": load, "load_after": os.getloadavg(),
+                               "before_rev": before, "cold_grade_s": cold,
+                               "cold_best_s": min(cold), "watch_ready_s": ready}
+    for label, figures in saves.items():
+        for case in ("fixed", "bug"):
+            mine = [f for f in figures if f["case"] == case]
+            summary[f"{label}_{case}"] = {
+                name: [round(f[name], 2) for f in mine] for name in ("score_s", "report_s",
+                                                                     "cpu_s")}
+            summary[f"{label}_{case}"]["total"] = mine[0]["total"]
+            summary[f"{label}_{case}"]["report_median_s"] = statistics.median(
+                f["report_s"] for f in mine)
+    return summary
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(), indent=2))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default=BEFORE, help="the code to compare with (a git "
+                        "revision; '' for none; default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=6)
+    options = parser.parse_args()
+    print(json.dumps(run(options.rounds, before=options.before or None), indent=2))
