@@ -356,6 +356,7 @@ def test_a_worker_started_ahead_imports_nothing_of_the_submission_until_its_star
         with Worker(submission, import_timeout=10) as w:
             assert w.request(gradients(MUL_EXP), timeout=10)["results"][0]["error"] is None
             assert w.pid in waiting and w._dir == waiting[w.pid] and w.starts == 1
+            assert w._cgroup is None or w._cgroup.holds(w.pid)  # moved into its memory cgroup
             assert marker.read_text() == "x"
             os.kill(w.pid, 9)  # a restart after a crash takes the other one
             assert isinstance(w.request(gradients(MUL_EXP), timeout=10), Failure)

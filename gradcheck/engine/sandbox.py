@@ -280,15 +280,20 @@ class Worker:
             self._held.remove()
         self.starts += 1
         began = time.monotonic()
-        # a worker with a cgroup of its own joins it as it starts: it is started now
-        spare = (_take_spare(self.python) if self.user is None and self._cgroup is None
-                 else None)
+        spare = _take_spare(self.python) if self.user is None else None
         if spare is not None:  # its folder, fresh and unused, becomes this worker's
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = spare.folder
             self._held = self._memory_held()
         join = self._cgroup.join_descriptor() if self._cgroup is not None else None
         try:
+            if spare is not None and join is not None:
+                # moved in by the grader before it imports anything of the submission's (what
+                # the waiting interpreter holds already stays charged where it was)
+                try:
+                    os.write(join, str(spare.proc.pid).encode())
+                except OSError:  # then it is not in it: said below, as for any worker
+                    pass
             started = spare or _Interpreter.spawn(self.python, self.user, self._dir, join)
         finally:
             if join is not None:
