@@ -98,7 +98,8 @@ def run(rounds: int = 6, cold_runs: int = 3, before: str | None = BEFORE) -> dic
         if before:
             old = work_dir / "before"
             old.mkdir()
-            archive = subprocess.run(["git", "archive", before, "gradcheck"], cwd=ROOT,
+            archive = subprocess.run(["git", "archive", before, "gradcheck", "exercises",
+                                      "reference"], cwd=ROOT,
                                      check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
             # `python -m` puts the watch's folder first on sys.path, then PYTHONPATH
