@@ -96,7 +96,7 @@ def run(rounds: int = 6, cold_runs: int = 3, before: str | None = BEFORE) -> dic
             cold.append(time.perf_counter() - started)
         trees: dict[str, dict[str, str] | None] = {"after": None}
         if before:
-            old = work_dir / "before"
+            old = work_dir / "code-before"
             old.mkdir()
             archive = subprocess.run(["git", "archive", before, "gradcheck", "exercises",
                                       "reference"], cwd=ROOT,
