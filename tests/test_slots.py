@@ -25,7 +25,7 @@ FAULTY = """
 import os, signal, sys
 from gradcheck.grading import compare, grader
 real = grader.Grader.grade_bank
-def grade_bank(self, bank, progress=None):
+def grade_bank(self, bank, progress=None, **options):
     if "poison" in self.label:
         del bank.exercises[1:]
         self.key.exercises.clear()
@@ -33,7 +33,7 @@ def grade_bank(self, bank, progress=None):
         if "crash" in self.label:
             os.kill(os.getpid(), signal.SIGSEGV)
         raise RuntimeError("a fault of gradcheck's")
-    return real(self, bank, progress)
+    return real(self, bank, progress, **options)
 grader.Grader.grade_bank = grade_bank
 from gradcheck.cli import main
 sys.exit(main(sys.argv[1:]))
