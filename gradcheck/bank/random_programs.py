@@ -5,7 +5,8 @@ A drawn program is written in the program language (`a = x * y`, `b = a.exp() + 
 operation per line), so whatever finds a difference with it can show it as it would show an
 exercise's program. It may use every operation of :data:`gradcheck.program.ops.OPS`, a number
 on either side of a binary operation, a value used by several later operations (fan-out, a leaf
-on several paths, diamonds), chains, and a 1-D input reduced by `sum` and `mean` or indexed.
+on several paths, diamonds), chains, a 1-D input reduced by `sum` and `mean` or indexed, and
+an input no operation uses (torch leaves its `.grad` None).
 
 The draw is laid out for hypothesis's shrinker, which makes each choice smaller and drops
 choices it can: the number of operations is drawn first, so a failure shrinks to fewer
@@ -13,6 +14,9 @@ operations before anything else; each operand is counted back from the newest va
 value made just before), so a shrunk program is a chain; numbers come from a short list of small
 ones before any other; a point's values are whole numbers before other floats. What shrinking
 prefers is therefore: fewer operations, then simpler numbers, then points nearer small integers.
+:func:`shrinks` lists the simpler programs hypothesis cannot reach by one choice, in the same
+order, and :func:`smaller_sessions` the same for a behaviour session, whose steps are drawn after
+its program (so hypothesis rarely shrinks a session's program).
 
 A point is accepted only when, evaluated in float64, every value is finite and at most
 :data:`LARGEST` in size, and every kink, pole and domain edge (the quantity
@@ -22,6 +26,8 @@ is more than `margin` away: there, the oracles agree and finite differences are 
 :func:`sessions` adds a behaviour session to a program: steps of the kinds a behaviour check has
 (backward twice with and without `retain_graph`, `.grad = None`, a forward under `no_grad`,
 `detach`, `retain_grad`, backward of a 1-D value), each followed by what torch would be asked.
+None runs again under `no_grad()` a program that indexes an input requiring grad
+(:func:`makes_views`: torch makes a view there, which is not the protocol).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ requests the grader sends its sandboxed worker, and judged as the grader judges 
 on is never held against the engine) and a behaviour check (:func:`verdicts.behaviour`, against
 torch run here). The first difference found is shrunk by hypothesis, towards fewer operations,
 then simpler numbers, then points nearer small integers; every difference met while shrinking is
-kept, and the smallest is the finding.
+kept, and the smallest is shrunk again by trying the cases `random_programs.shrinks` and
+`smaller_sessions` list (a session's program too), until none of them still differs.
 
 Oracles: finite differences, torch and jax, those that are installed. Where torch cannot be used
 (grading with an answer key, which holds no answers for programs drawn later; or torch not
