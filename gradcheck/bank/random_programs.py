@@ -511,9 +511,10 @@ def sessions(draw: st.DrawFn, ops: Sequence[str] | None = None, max_operations: 
             steps.append({"backward": {"retain_graph": True}, "expect": watch})
         elif kind == "zero_grad":
             steps.append({"zero_grad": [draw(st.sampled_from(inputs))], "expect": watch})
-        elif kind in ("forward", "forward_no_grad"):
+        elif kind in ("forward", "forward_no_grad"):  # every value made has its grad_fn
             steps.append({"forward": {"no_grad": kind == "forward_no_grad"},
-                          "expect": [f"requires_grad.{out}", f"grad_fn.{out}"]})
+                          "expect": [f"requires_grad.{out}",
+                                     *(f"grad_fn.{name}" for name in made)]})
         elif kind == "retain_grad":
             name = draw(st.sampled_from(made))
             steps.append({"retain_grad": [name]})
