@@ -98,9 +98,10 @@ def run(rounds: int = 6, cold_runs: int = 3, before: str | None = BEFORE) -> dic
         if before:
             old = work_dir / "code-before"
             old.mkdir()
+            # pyproject.toml: how gradcheck run from a checkout finds its bundled bank
             archive = subprocess.run(["git", "archive", before, "gradcheck", "exercises",
-                                      "reference"], cwd=ROOT,
-                                     check=True, capture_output=True).stdout
+                                      "reference", "pyproject.toml"], cwd=ROOT, check=True,
+                                     capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
             # `python -m` puts the watch's folder first on sys.path, then PYTHONPATH
             trees = {"before": {**os.environ, "PYTHONPATH": str(old)}, **trees}
