@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from another_user import PYTHON, UID, as_another_user, open_folder  # noqa: F401
 from grading_samples import BROKEN, FLOAT32, read_results, write_bank
+from processes import gradcheck_command
 
 from gradcheck.bank.bundled import bank_dir, starter_path
 from gradcheck.cli import main
@@ -213,14 +214,9 @@ def test_ctrl_c_stops_grading_quietly_and_leaves_the_results_so_far(bank, tmp_pa
     engine.write_text("import time\n\ndef tensor(data, requires_grad=False):\n"
                       "    time.sleep(600)\n")
     results = tmp_path / "results.json"
-    arguments = ["gradcheck", "grade", str(engine), "--exercises", str(bank), "--results-json",
-                 str(results), "--timeout", "600"]
-    # `python -m gradcheck`, with Python's Ctrl-C handler set again: a shell's background job,
-    # as this test session may be, ignores SIGINT, and its children inherit that
     run = subprocess.Popen(
-        [sys.executable, "-c", "import runpy, signal, sys; "
-         "signal.signal(signal.SIGINT, signal.default_int_handler); "
-         f"sys.argv = {arguments!r}; runpy.run_module('gradcheck', run_name='__main__')"],
+        gradcheck_command("grade", str(engine), "--exercises", str(bank), "--results-json",
+                          str(results), "--timeout", "600"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

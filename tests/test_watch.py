@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from grading_samples import write_fd_bank
+from processes import gradcheck_command
 
 from gradcheck.bank.loader import load_bank
 from gradcheck.grading.grader import Grader
@@ -67,8 +68,8 @@ def test_an_edit_is_graded_again_in_the_same_process(tmp_path):
     engine = tmp_path / "engine.py"
     engine.write_text(mutant.source("mul"))  # x * y gets the wrong gradient: product fails
     process = subprocess.Popen(
-        [sys.executable, "-m", "gradcheck", "grade", "engine.py", "--exercises", str(bank),
-         "--oracles", "fd", "--watch"], cwd=tmp_path, stdout=subprocess.PIPE,
+        gradcheck_command("grade", "engine.py", "--exercises", str(bank), "--oracles", "fd",
+                          "--watch"), cwd=tmp_path, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in process.stdout],
