@@ -80,7 +80,8 @@ def add_grade(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("submission", metavar="SUBMISSION", nargs="?")
     selection.add_arguments(p)
     p.add_argument("--results-json", metavar="FILE", type=Path,
-                   help="write Gradescope's results.json here (rewritten as grading goes, at most a second behind)")
+                   help="write Gradescope's results.json here (rewritten as grading goes, at "
+                        "most a second behind)")
     p.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML here")
     p.add_argument("--markdown", metavar="FILE", type=Path,
                    help="write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")

@@ -388,9 +388,10 @@ class Worker:
     @property
     def _phase(self) -> str:
         """Where the worker is: the phase it last wrote to its phase file, at offset 0, padded
-        with spaces to PHASE_WIDTH bytes (`gradcheck.engine.worker`). A file rather than a frame per change:
-        a request passes through a few phases per point, and a frame each would wake the grader
-        tens of times a request; the grader reads the file only when it names a failure."""
+        with spaces to PHASE_WIDTH bytes (`gradcheck.engine.worker`). A file rather than a frame
+        per change: a request passes through a few phases per point, and a frame each would
+        wake the grader tens of times a request; the grader reads the file only when it names a
+        failure."""
         if self._phase_fd is None:
             return "start"
         try:

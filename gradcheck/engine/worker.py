@@ -1,10 +1,11 @@
 """The worker process: imports one submission and answers the grader's requests with plain JSON.
 
-Started by :mod:`gradcheck.engine.sandbox` as `python -s -P -B -c BOOTSTRAP GRADCHECK_DIR CONFIG`. It
-talks over a private socket (an inherited file descriptor) in frames: a 4-byte big-endian length,
-then a JSON object. The first frame it receives names the submission, its limits and the modules
-it may not import; it imports nothing of the submission's before that frame. stdin is empty and stdout/stderr go to files the grader reads, so nothing the
-submission prints can pass for a reply. The worker never receives an expected value.
+Started by :mod:`gradcheck.engine.sandbox` as `python -s -P -B -c BOOTSTRAP GRADCHECK_DIR
+CONFIG`. It talks over a private socket (an inherited file descriptor) in frames: a 4-byte
+big-endian length, then a JSON object. The first frame it receives names the submission, its
+limits and the modules it may not import; it imports nothing of the submission's before that
+frame. stdin is empty and stdout/stderr go to files the grader reads, so nothing the submission
+prints can pass for a reply. The worker never receives an expected value.
 
 Where the engine is (a phase of `gradcheck.engine.handler.PHASES`, so that a timeout can say "in
 backward()") is written, on each change, to a file the grader reads when it needs it, not sent.
