@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_fuzz import budget
 
+from gradcheck.engine import memory
 from gradcheck.engine.sandbox import Failure, Worker
 from gradcheck.reports import WITHHELD
 from gradcheck.program.language import parse
@@ -880,6 +881,27 @@ def test_memory_left_in_closed_files_and_segments_counts_and_is_removed(hog, use
         assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
         assert [p for p in Path("/dev/shm").glob(f"{tag}*")] == []
         assert set(_segments_of(user or os.geteuid())) <= segments
+
+
+def test_every_change_to_a_file_in_a_memory_filesystem_shows_in_the_next_count():
+    """The poll walks the memory filesystems again only when one's count of used blocks or
+    inodes changed: a file made empty, grown in place, shrunk and removed each changes one, and
+    shows in the very next count."""
+    held = memory.Held(os.geteuid(), own=False)
+    path = Path("/dev/shm") / f"gradcheck-test-{os.getpid()}-counted"
+    base = held.bytes([])
+    try:
+        with open(path, "wb") as f:
+            assert held.bytes([]) == base + memory.INODE
+            for size in (300_000, 900_000):
+                f.write(b"x" * (size - f.tell()))
+                f.flush()
+                assert held.bytes([]) >= base + size
+            f.truncate(4096)
+            assert base + 4096 <= held.bytes([]) < base + 300_000
+    finally:
+        path.unlink()
+    assert held.bytes([]) == base
 
 
 from gradcheck.engine import cgroup  # noqa: E402

@@ -66,8 +66,11 @@ class Held:
                 self._devices.add(os.stat(point).st_dev)
             except OSError:
                 pass
+        #: the user's files and their sizes as last walked, and the mounts' usage before that walk
+        self._sizes: dict[tuple[int, int], int] = {}
+        self._usage: tuple[tuple[int, int], ...] | None = None
         #: the size of each file of the user when this was made (none for a worker user)
-        self._before = {} if own else {key: size for key, _, size in self._files()}
+        self._before = {} if own else dict(self._walked())
         self._ipc_before = set() if own else {(kind, ident) for kind, ident, *_ in self._ipc()}
 
     def bytes(self, pids: Iterable[int]) -> int:
@@ -76,8 +79,7 @@ class Held:
         before), and the user's System V segments no process has attached (an attached one is
         in its PSS) and message queues. Each file is counted once."""
         sizes = {key: size for key, size in self._open(pids)}
-        for key, _, size in self._files():
-            sizes[key] = size
+        sizes.update(self._walked())
         total = sum(max(size - self._before.get(key, 0), 0) for key, size in sizes.items())
         return total + sum(size for kind, ident, size, attached in self._ipc()
                            if (kind, ident) not in self._ipc_before and not attached)
@@ -104,6 +106,17 @@ class Held:
                 (libc.shmctl if kind == "shm" else libc.msgctl)(ident, _IPC_RMID, None)
 
     # --- finding -----------------------------------------------------------------------------
+
+    def _walked(self) -> dict[tuple[int, int], int]:
+        """The size of each file and folder of the user in the memory filesystems. Walked again
+        only when some filesystem's count of used blocks or inodes changed since the last walk:
+        a file made, removed, grown or shrunk changes one of them, and a statvfs per mount costs
+        a hundredth of a walk, which the grader would otherwise repeat after every reply."""
+        usage = _usage(self.mounts)
+        if usage is None or usage != self._usage:  # read before the walk: a change meanwhile
+            self._sizes = {key: size for key, _, size in self._files()}  # shows next time
+            self._usage = usage
+        return self._sizes
 
     def _open(self, pids: Iterable[int]) -> Iterator[tuple[tuple[int, int], int]]:
         """((device, inode), size) of each memfd or memory-filesystem file the processes hold
@@ -209,6 +222,21 @@ def _on(device: int, entries: list[os.DirEntry[str]]
             continue
         if info.st_dev == device:
             yield entry, info
+
+
+def _usage(mounts: list[str]) -> tuple[tuple[int, int], ...] | None:
+    """(used blocks, used inodes) of each mount, or None when one of them keeps no count (ramfs,
+    or a tmpfs without a size or inode limit, reports zeros) or cannot be read."""
+    usage = []
+    for point in mounts:
+        try:
+            info = os.statvfs(point)
+        except OSError:
+            return None
+        if not info.f_blocks or not info.f_files:
+            return None
+        usage.append((info.f_blocks - info.f_bfree, info.f_files - info.f_ffree))
+    return tuple(usage)
 
 
 def _size(info: os.stat_result) -> int:
