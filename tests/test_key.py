@@ -15,8 +15,12 @@ from grading_samples import BROKEN, CUBE, PRODUCT, write_bank
 from gradcheck.bank.bundled import bank_dir, reference_path
 from gradcheck.bank.loader import load_bank
 from gradcheck.cli import main
-from gradcheck.grading import answer_key
+from gradcheck.course.mutants import CATALOGUE
+from gradcheck.course.mutation import mutate
+from gradcheck.engine.sandbox import Worker
+from gradcheck.grading import answer_key, fuzzing
 from gradcheck.grading.grader import Grader, GraderError
+from gradcheck.grading.plan import search_options
 
 ENGINES = Path(__file__).parent / "engines"
 SEED = 11
@@ -77,6 +81,16 @@ def graded(submission, bank, **options):
         report = grader.grade_bank(load_bank(bank))
     return [(r.exercise_id, r.check, r.status, r.score, r.message, r.author_notes)
             for r in report.results]
+
+
+def mutant(name, folder):
+    """The reference engine with the bug of mutant `name` (none for "reference")."""
+    if name == "reference":
+        return name
+    submission = folder / f"{name}.py"
+    submission.write_text(mutate((reference_path() / "__init__.py").read_text(),
+                                 next(m for m in CATALOGUE if m.name == name)))
+    return submission
 
 
 def run_python(code):
@@ -295,16 +309,124 @@ def test_a_keyed_grading_of_the_whole_bundled_bank_imports_neither_torch_nor_jax
 def test_second_derivatives_from_the_key_grade_as_live(bundled_key, engine, tmp_path):
     """The reference and two engines whose second derivatives are wrong, on the second-order
     exercises: the same statuses, points and messages with the key as live."""
-    from gradcheck.course.mutants import CATALOGUE
-    from gradcheck.course.mutation import mutate
-
-    submission = "reference"
-    if engine != "reference":
-        submission = tmp_path / f"{engine}.py"
-        submission.write_text(mutate((reference_path() / "__init__.py").read_text(),
-                                     next(m for m in CATALOGUE if m.name == engine)))
+    submission = mutant(engine, tmp_path)
     higher = bank_dir() / "08-higher-order"
     live = graded(submission, higher)
     assert graded(submission, higher, key=bundled_key) == live
     hessian = [status for _, check, status, *_ in live if check == "hessian"]
     assert len(hessian) >= 5 and (set(hessian) == {"passed"}) == (engine == "reference")
+
+
+# --- random programs ----------------------------------------------------------------------------
+
+#: the bundled exercises with a random_programs check
+PROGRAMS = ("02-backward/mixed-arithmetic", "06-operations/mixed-operations",
+            "07-graph-shapes/random-graphs")
+
+
+@pytest.fixture(scope="module")
+def programs_bank(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("programs") / "bank"
+    folder.mkdir()
+    for name in PROGRAMS:
+        shutil.copy(bank_dir() / f"{name}.exercise.yaml", folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def programs_keys(programs_bank):
+    """A key for those exercises, and the same key without their programs, as a key holds
+    none where the reference engine failed one: grading with it draws them all live."""
+    stored, unstored = programs_bank.parent / "key.json", programs_bank.parent / "unstored.json"
+    answer_key.build(load_bank(programs_bank), SEED, stored)
+    data = json.loads(stored.read_text())
+    for entry in data["exercises"].values():
+        del entry["checks"]["random_programs"]
+    unstored.write_text(json.dumps(data))
+    return stored, unstored
+
+
+def answers(answered):
+    """A case's oracle answers as comparable text (NaN included)."""
+    return json.dumps({name: [result.value.tolist(),
+                              {input: grad.tolist() for input, grad in result.grads.items()}]
+                       for name, result in answered.expected.items()})
+
+
+@pytest.mark.parametrize("oracles", [fuzzing.KEYED, ("fd", "torch")])
+def test_the_key_holds_the_programs_a_search_draws_for_an_engine_that_passes_them(
+        programs_bank, programs_keys, oracles):
+    """hypothesis draws each case from the seed and the outcomes of the cases before it: the
+    reference engine, answering in its worker, passes every case, so a live search at the
+    grader's arguments draws the key's cases, whichever oracles judge them; with a keyed
+    grading's oracles, their answers are the key's to the bit."""
+    key = answer_key.load(programs_keys[0])
+    with Worker(reference_path()) as worker:
+        for exercise in load_bank(programs_bank).exercises:
+            drawn: list[fuzzing.Answered] = []
+            result = fuzzing.search(lambda request: worker.request(request, 60),
+                                    oracles=oracles, record=drawn,
+                                    **search_options(exercise, SEED))
+            stored = key.random_programs(exercise)
+            assert result.found is None and not result.stopped
+            assert result.examples == len(stored) == exercise.checks.random_programs.count
+            assert [case.session for case in drawn] == [case.session for case in stored]
+            if oracles == fuzzing.KEYED:
+                assert list(map(answers, drawn)) == list(map(answers, stored))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["reference", "tanh-forgets-square", "mul-own-operand"])
+def test_a_keyed_grading_with_the_stored_programs_gives_the_live_verdicts(
+        programs_bank, programs_keys, engine, tmp_path):
+    """At this seed, tanh-forgets-square passes the programs of two exercises and fails the
+    15th of random-graphs; mul-own-operand fails the 8th, 23rd and 3rd programs of the three.
+    From there the live search takes over and shrinks the difference, with the same message and
+    notes as a search that drew every program live."""
+    submission = mutant(engine, tmp_path)
+    stored, unstored = programs_keys
+    replayed = graded(submission, programs_bank, key=stored)
+    assert replayed == graded(submission, programs_bank, key=unstored)
+    verdicts = {eid: (status, message) for eid, check, status, _, message, _ in replayed
+                if check == "random_programs"}
+    failed = {"reference": set(), "tanh-forgets-square": {"random-graphs"},
+              "mul-own-operand": set(verdicts)}[engine]
+    assert {eid for eid, (status, _) in verdicts.items() if status == "failed"} == failed
+    for eid, (status, message) in verdicts.items():
+        assert message.startswith("The smallest program found where your engine differs from "
+                                  "the oracles") if eid in failed else message == (
+            "all 30 random programs match finite differences, the reference engine")
+
+
+def test_a_key_holds_no_programs_the_reference_fails_or_another_hypothesis_draws(
+        programs_bank, programs_keys, tmp_path, monkeypatch):
+    """Where the reference engine fails a drawn program (here one whose gradients are all
+    doubled: no bundled exercise makes the real one fail), the key holds none of that check's
+    programs and says so; a key built with another hypothesis version (which may draw others)
+    is not replayed either: both are graded by the live search."""
+    exercise = next(e for e in load_bank(programs_bank).exercises if e.id == "random-graphs")
+    data = json.loads(programs_keys[0].read_text())
+    data["exercises"][exercise.id]["checks"]["random_programs"]["hypothesis"] = "0.0.1"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    assert len(answer_key.load(programs_keys[0]).random_programs(exercise)) == 30
+    assert answer_key.load(other).random_programs(exercise) is None
+
+    reference = fuzzing.reference_reply
+
+    def doubled(request):
+        reply = reference(request)
+        for result in reply["results"]:
+            result["grads"] = {name: [2 * g for g in grad] if isinstance(grad, list) else 2 * grad
+                               for name, grad in result["grads"].items()}
+        return reply
+
+    monkeypatch.setattr(fuzzing, "reference_reply", doubled)
+    with pytest.warns(answer_key.UnstoredProgramsWarning,
+                      match="exercise random-graphs: the reference engine fails one of its "
+                            "random programs, so the answer key holds none of them"):
+        answer_key.build(load_bank(programs_bank / "random-graphs.exercise.yaml"), SEED,
+                         tmp_path / "key.json")
+    key = answer_key.load(tmp_path / "key.json")
+    assert "random_programs" not in key.exercises[exercise.id]["checks"]
+    assert key.random_programs(exercise) is None

@@ -500,8 +500,8 @@ class RandomProgramsCheck(_Check):
     oracles: list[Oracle] = Field(["fd", "torch"], min_length=1)
     """Which oracles the submission is compared with when grading live (default fd and torch:
     jax would be imported and compiled in the grader for programs drawn there). Grading with an
-    answer key, which cannot hold answers for programs drawn later, compares with finite
-    differences and the reference engine."""
+    answer key compares with finite differences and the reference engine, whose answers on the
+    programs drawn at the key's seed the key holds."""
 
 
 class Checks(_Model):

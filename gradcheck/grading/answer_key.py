@@ -8,8 +8,15 @@ draws them; a hessian check's second derivatives too) and for every graph and be
 and writes it all as JSON. A grader given the key (`Grader(key=...)`, `gradcheck grade --key`)
 takes the oracles' results and torch's records from it, and torch's chain-rule walk
 (`gradcheck.grading.chain_rule`) for the feedback on a failing check, so a keyed grading imports
-neither torch nor jax and runs no oracle itself. Only random programs (drawn while grading) are
-graded live, against finite differences and the reference engine, as without a key.
+neither torch nor jax and runs no oracle itself. For a `random_programs` check it holds the
+programs the grader's search draws at the key's seed for an engine that passes every one, each
+with finite differences' and the reference engine's answers there (recorded from that search,
+with the reference engine answering, which passes them all): a keyed grading judges those first,
+in order, with no hypothesis drawing and no oracle running, and only from the first program the
+submission fails draws and shrinks programs live, against the same two oracles
+(`fuzzing.replayed` says why that gives the live verdict). Where the reference engine fails a
+drawn program, or hypothesis is another version than the one that built the key, the check's
+programs are all drawn live.
 
 Every entry carries the sha256 of its exercise file (`Exercise.digest`) and the key carries the
 gradcheck version that built it. An entry is used only for the very file it was built from: an
@@ -26,13 +33,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.metadata
 import json
 import os
 import sys
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -52,8 +60,18 @@ from gradcheck.bank.problems import ExerciseError
 from gradcheck.engine import handler
 from gradcheck.grading import score
 from gradcheck.grading.chain_rule import Walk, WalkError, walk
-from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
+from gradcheck.grading.plan import (
+    GraderError,
+    jax_modules,
+    sample_seed,
+    search_options,
+    torch_request,
+)
 from gradcheck.oracles import OracleResult, Skipped, second_order
+from gradcheck.program.language import parse
+
+if TYPE_CHECKING:
+    from gradcheck.grading.fuzzing import Answered
 
 #: computes oracles' results live, given their names (what the key does not hold)
 Live = Callable[[list[str]], "dict[str, OracleResult | Skipped]"]
@@ -79,6 +97,11 @@ class KeyFileError(GraderError):
 
 class StaleKeyWarning(UserWarning):
     """An exercise the answer key does not hold as it is now; it is graded without the key."""
+
+
+class UnstoredProgramsWarning(UserWarning):
+    """A `random_programs` check whose programs a key cannot hold (the reference engine fails
+    one): a grading with the key draws them all live."""
 
 
 @dataclass
@@ -141,6 +164,16 @@ class Key:
             return None
         return Walk.stored(exercise.program, points[index], walks[index])
 
+    def random_programs(self, exercise: Exercise) -> list[Answered] | None:
+        """The cases the key holds for the exercise's `random_programs` check, with the oracles'
+        answers on each, or None: refused, not stored, or drawn by another hypothesis."""
+        if self.refusal(exercise):
+            return None
+        stored = self.exercises[exercise.id]["checks"].get("random_programs")
+        if stored is None or stored["hypothesis"] != _hypothesis_version():
+            return None
+        return [_answered(case) for case in stored["cases"]]
+
     def torch_record(self, exercise: Exercise, request: dict[str, Any]) -> dict[str, Any] | None:
         """torch's stored reply to a graph or behaviour `request`, or None if refused."""
         if self.refusal(exercise):
@@ -196,8 +229,10 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
     for number, exercise in enumerate(bank.exercises):
         checks: dict[str, Any] = {}
         for name in score.check_points(exercise):
-            # random programs are drawn while grading (docs/grading.md): nothing to keep
             if name == "random_programs":
+                stored = _random_programs(exercise, seed)
+                if stored is not None:
+                    checks[name] = stored
                 continue
             if name in ("graph", "behaviour"):
                 request = torch_request(exercise, name, sample_seed(seed, exercise.id))
@@ -246,6 +281,52 @@ def _store(check: dict[str, Any], results: dict[str, OracleResult | Skipped]) ->
         if isinstance(result, Skipped):
             raise KeyFileError(f"building an answer key needs torch and jax: {result}")
         check[oracle] = _encode(result)
+
+
+def _random_programs(exercise: Exercise, seed: int) -> dict[str, Any] | None:
+    """The cases a keyed grading's search draws for an engine that passes every one, with the
+    oracles' answers: recorded from that very search with the reference engine answering,
+    which passes them all; None, with a warning, where it does not."""
+    from gradcheck.grading import fuzzing  # hypothesis, only for a bank that has such checks
+
+    recorded: list[Answered] = []
+    found = fuzzing.search(fuzzing.reference_reply, oracles=fuzzing.KEYED, record=recorded,
+                           **search_options(exercise, seed)).found
+    if found is not None:
+        warnings.warn(f"exercise {exercise.id}: the reference engine fails one of its random "
+                      "programs, so the answer key holds none of them and grading draws them "
+                      f"all live. {found.describe()}", UnstoredProgramsWarning, stacklevel=3)
+        return None
+    return {"hypothesis": _hypothesis_version(),
+            "cases": [_encoded_case(answered) for answered in recorded]}
+
+
+def _hypothesis_version() -> str:
+    """The version of hypothesis, which draws the random programs: another may draw others.
+    Read without importing it, which a keyed grading that passes every program never does."""
+    return importlib.metadata.version("hypothesis")
+
+
+def _encoded_case(answered: Answered) -> dict[str, Any]:
+    session = answered.session
+    drawn = session.drawn
+    encoded = {"source": drawn.source, "inputs": drawn.inputs, "point": drawn.point,
+               "steps": list(session.steps), "requires_grad": list(session.requires_grad),
+               "oracles": {name: _encode(result) for name, result in answered.expected.items()}}
+    if answered.behaviour is not None:
+        encoded["behaviour"] = answered.behaviour
+    return encoded
+
+
+def _answered(stored: dict[str, Any]) -> Answered:
+    from gradcheck.bank.random_programs import Drawn, Session
+    from gradcheck.grading.fuzzing import Answered
+
+    drawn = Drawn(stored["source"], stored["inputs"], stored["point"],
+                  parse(stored["source"], stored["inputs"]))
+    return Answered(Session(drawn, tuple(stored["steps"]), tuple(stored["requires_grad"])),
+                    {name: _decode(name, result) for name, result in stored["oracles"].items()},
+                    stored.get("behaviour"))
 
 
 def _walks(exercise: Exercise, points: list[dict[str, Any]]) -> list[list[Any] | None]:

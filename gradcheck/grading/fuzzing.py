@@ -11,9 +11,18 @@ kept, and the smallest is shrunk again by trying the cases `random_programs.shri
 `smaller_sessions` list (a session's program too), until none of them still differs.
 
 Oracles: finite differences, torch and jax, those that are installed. Where torch cannot be used
-(grading with an answer key, which holds no answers for programs drawn later; or torch not
-installed) the reference engine takes its place, here in this process: the test suite proves it
+(grading with an answer key, which imports neither torch nor jax; or torch not installed) the
+reference engine takes its place, here in this process: the test suite proves it
 agrees with torch on every operation and behaviour rule, and finite differences check it again.
+
+An answer key holds the cases a search draws when the engine passes every one, with the
+oracles' answers on each (`Answered`, recorded by `search(record=...)`): `replayed` judges
+those first, with neither hypothesis drawing nor an oracle running. hypothesis draws each case
+from the seed and the outcomes of the cases before it, so for an engine that passes them all a
+live search draws exactly these, and the replay's verdict is the live one. At the first case
+that differs (or when the engine's time runs out) the live search takes over: it draws the same
+cases again and is given the engine's replies to them, so the engine meets the very requests of
+a live search, and its finding is the live one.
 """
 
 from __future__ import annotations
@@ -110,6 +119,16 @@ class Finding:
         return text + message
 
 
+@dataclass(frozen=True)
+class Answered:
+    """A drawn case and what the oracles answer on it: all a judge compares the engine with."""
+
+    session: Session
+    expected: dict[str, oracle_modules.OracleResult]  # per oracle, at the case's point
+    #: the behaviour oracle's record of the session's steps (None for a case without steps)
+    behaviour: dict[str, Any] | None = None
+
+
 @dataclass
 class Search:
     """What a search tried and found."""
@@ -140,12 +159,13 @@ def available(wanted: Sequence[str] = LIVE) -> tuple[str, ...]:
 def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | None = None,
            max_operations: int = 6, max_steps: int = 4, oracles: Sequence[str] = LIVE,
            tolerance: Tolerances = Tolerances(), seconds: float | None = None,
-           localise_finding: bool = True) -> Search:
+           localise_finding: bool = True, record: list[Answered] | None = None) -> Search:
     """Try up to `examples` drawn programs (with behaviour sessions of up to `max_steps` steps)
     on the engine `ask` reaches, reproducibly from `at_seed`; shrink the first difference.
-    `seconds` bounds the whole search; a search stopped early keeps what it found."""
+    `seconds` bounds the whole search; a search stopped early keeps what it found. `record`
+    gets every case judged, in order, with the oracles' answers (what an answer key holds)."""
     started = time.monotonic()
-    judge = _Judge(ask, tuple(oracles), tolerance)
+    judge = _Judge(ask, tuple(oracles), tolerance, record)
     strategy = sessions(ops, max_operations, max_steps)
     found: list[Finding] = []
     state = {"tried": 0, "stopped": ""}
@@ -190,6 +210,44 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
                   judge.behaviour_oracle, state["stopped"])
 
 
+def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
+             tolerance: Tolerances, **search_options: Any) -> Search:
+    """`search(ask, oracles=oracles, tolerance=tolerance, **search_options)` where `cases` are
+    the cases that search draws for an engine that passes every one (module docstring): each
+    judged in order against its stored answers; at the first that differs, or when the engine's
+    time runs out, the live search, given the replies the engine has made."""
+    started = time.monotonic()
+    asked: list[tuple[dict[str, Any], dict[str, Any] | Failure]] = []
+
+    def recording(request: dict[str, Any]) -> dict[str, Any] | Failure:
+        asked.append((request, ask(request)))
+        return asked[-1][1]
+
+    judge = _Judge(recording, tuple(oracles), tolerance)
+    try:
+        if all(judge.judge(case) is None for case in cases):
+            return Search(None, len(cases), time.monotonic() - started, judge.oracles,
+                          judge.behaviour_oracle)
+    except _OutOfTime:
+        pass
+    return search(_answering(asked, ask), oracles=oracles, tolerance=tolerance,
+                  **search_options)
+
+
+def _answering(asked: list[tuple[dict[str, Any], dict[str, Any] | Failure]], ask: Ask) -> Ask:
+    """`ask`, but the requests of `asked` get the replies recorded there, as long as they come
+    in that order: the engine is asked nothing twice, and meets a live search's requests."""
+    pending = list(reversed(asked))
+
+    def answer(request: dict[str, Any]) -> dict[str, Any] | Failure:
+        if pending and pending[-1][0] == request:
+            return pending.pop()[1]
+        pending.clear()
+        return ask(request)
+
+    return answer
+
+
 def _reduce(best: Finding, judge: _Judge) -> Finding:
     """Try the programs `smaller` than the finding, keeping each simpler one that still differs,
     until none does (each step is simpler, so this ends)."""
@@ -232,36 +290,46 @@ class _OutOfTime(Exception):
 class _Judge:
     """One drawn case run on the engine and on the oracles, compared."""
 
-    def __init__(self, ask: Ask, oracles: tuple[str, ...], tolerance: Tolerances) -> None:
+    def __init__(self, ask: Ask, oracles: tuple[str, ...], tolerance: Tolerances,
+                 record: list[Answered] | None = None) -> None:
         self.ask = ask
         self.oracles = oracles
         self.tolerance = tolerance
         self.behaviour_oracle = "torch" if "torch" in oracles else "reference"
         self.behaviour_label = ORACLE_LABELS[self.behaviour_oracle]
+        self.record = record
 
     def __call__(self, case: Session) -> Finding | None:
+        return self.judge(self.answered(case))
+
+    def answered(self, case: Session) -> Answered:
+        """The oracles' answers on `case`, recorded if asked to."""
+        behaviour = (handler.handle(_engine(self.behaviour_oracle), _behaviour_request(case))
+                     if case.steps else None)
+        answered = Answered(case, self._oracle_results(case.drawn), behaviour)
+        if self.record is not None:
+            self.record.append(answered)
+        return answered
+
+    def judge(self, answered: Answered) -> Finding | None:
+        """The engine's answers on a case against the oracles'; the difference, or None."""
+        case = answered.session
         drawn = case.drawn
         program, names = drawn.program, list(drawn.inputs)
-        expected = self._oracle_results(drawn)
         reply = self._ask({"kind": "gradients", "program": program.spec(),
                            "points": [drawn.point], "requires_grad": names})
         if isinstance(reply, Failure):
             return Finding("value" if reply.phase == "forward" else "gradient", reply.message,
                            case)
-        grading = compare.grade(program, [drawn.point], names, expected, reply["results"],
-                                self.tolerance)
+        grading = compare.grade(program, [drawn.point], names, answered.expected,
+                                reply["results"], self.tolerance)
         if not grading.passed:
             return Finding(_kind(grading, reply["results"][0], program.output_name),
                            grading.message, case, grading, blocked_by=grading.blocked_by)
-        if not case.steps:
-            return None
-        request = {"kind": "behaviour", "program": program.spec(), "point": drawn.point,
-                   "requires_grad": list(case.requires_grad),
-                   "steps": [dict(step) for step in case.steps]}
-        want = handler.handle(_engine(self.behaviour_oracle), request)
-        if want.get("error"):
-            return None  # not a program torch runs: nothing to compare with
-        got = self._ask(request)
+        want = answered.behaviour
+        if want is None or want.get("error"):
+            return None  # no steps, or not a program torch runs: nothing to compare with
+        got = self._ask(_behaviour_request(case))
         if isinstance(got, Failure):
             return Finding("behaviour", got.message, case, against=self.behaviour_label)
         verdict = verdicts.behaviour(want, got, [Step.model_validate(s) for s in case.steps],
@@ -299,6 +367,19 @@ class _Judge:
         if "reference" in self.oracles:
             results["reference"] = reference_result(drawn)
         return results
+
+
+def _behaviour_request(case: Session) -> dict[str, Any]:
+    drawn = case.drawn
+    return {"kind": "behaviour", "program": drawn.program.spec(), "point": drawn.point,
+            "requires_grad": list(case.requires_grad),
+            "steps": [dict(step) for step in case.steps]}
+
+
+def reference_reply(request: dict[str, Any]) -> dict[str, Any]:
+    """The reference engine's reply to a request, answered in this process (an answer key's
+    cases are those it passes)."""
+    return handler.handle(_engine("reference"), request)
 
 
 def reference_result(drawn: Drawn) -> oracle_modules.OracleResult:

@@ -44,7 +44,13 @@ from gradcheck.grading import (
 )
 from gradcheck.grading.chain_rule import trace_request
 from gradcheck.grading.digits import number_text
-from gradcheck.grading.plan import GraderError, jax_modules, sample_seed, torch_request
+from gradcheck.grading.plan import (
+    GraderError,
+    jax_modules,
+    sample_seed,
+    search_options,
+    torch_request,
+)
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.workers import Workers, details_shown
 
@@ -304,7 +310,8 @@ class Grader:
     def _random_programs(self, exercise: Exercise, budget: _Budget) -> Outcome:
         """Programs drawn from this run's seed, graded as a sampled check: live against the
         check's oracles; with an answer key against finite differences and the reference
-        engine (a key cannot hold answers to programs drawn later)."""
+        engine, the key's cases first (those the search draws for an engine that passes them
+        all: `fuzzing.replayed`), the live search from the first that differs."""
         from gradcheck.grading import fuzzing  # hypothesis, only for the exercises that ask
 
         check = exercise.checks.random_programs
@@ -312,11 +319,11 @@ class Grader:
                   else fuzzing.available(self._wanted(exercise, "random_programs")))
         if not wanted:
             return Outcome("skipped", "skipped: no oracle was asked", [])
-        result = fuzzing.search(lambda request: self._ask(exercise, request, budget),
-                                at_seed=sample_seed(self.seed, exercise.id),
-                                examples=check.count, ops=check.ops,
-                                max_operations=check.max_operations, max_steps=0,
-                                oracles=wanted, tolerance=exercise.tolerance.pair())
+        ask: fuzzing.Ask = lambda request: self._ask(exercise, request, budget)
+        options = search_options(exercise, self.seed)
+        stored = self.key.random_programs(exercise) if self.key is not None else None
+        result = (fuzzing.search(ask, oracles=wanted, **options) if stored is None
+                  else fuzzing.replayed(ask, stored, oracles=wanted, **options))
         notes = [f"compared with {result.oracle_text}"]
         found = result.found
         if found is not None:

@@ -1,6 +1,7 @@
 """What a grading asks, the same live and when an answer key is built: the seed of each
 exercise's sampled points, the request of a graph or behaviour check, the modules jax compiles
-the checks in, and the error for a grading that cannot run at all.
+the checks in, the arguments of a random-program search, and the error for a grading that
+cannot run at all.
 """
 
 from __future__ import annotations
@@ -57,3 +58,12 @@ def torch_request(exercise: Exercise, name: str, seed: int = 0) -> dict[str, Any
         return {**request, "names": list(check.names)}
     return {**request, "steps": [step.model_dump(exclude_none=True, exclude_defaults=False)
                                  for step in check.steps]}
+
+
+def search_options(exercise: Exercise, seed: int) -> dict[str, Any]:
+    """The arguments of a `random_programs` check's search (`fuzzing.search`) in a run of
+    `seed`, but the engine and the oracles: the same live, keyed, and when a key is built."""
+    check = exercise.checks.random_programs
+    return {"at_seed": sample_seed(seed, exercise.id), "examples": check.count,
+            "ops": check.ops, "max_operations": check.max_operations, "max_steps": 0,
+            "tolerance": exercise.tolerance.pair()}
