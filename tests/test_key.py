@@ -288,7 +288,8 @@ def bundled_key(tmp_path_factory):
 @pytest.mark.slow
 def test_a_keyed_grading_of_the_whole_bundled_bank_imports_neither_torch_nor_jax(bundled_key):
     """Every oracle's answers are in the key, the second derivatives of 08-higher-order's
-    hessian checks too: the grader imports neither library, and the reference gets every point."""
+    hessian checks too: the grader imports neither library, and the reference gets every point.
+    It passes every random program the key holds, so hypothesis is not imported either."""
     run = run_python(f"""\
         import json, sys
         from gradcheck.grading.grader import grade
@@ -296,10 +297,11 @@ def test_a_keyed_grading_of_the_whole_bundled_bank_imports_neither_torch_nor_jax
         print(json.dumps([report.score, report.max_score,
                           sorted(r.check for r in report.results if r.status != "passed"),
                           sorted({{r.check for r in report.results}}),
-                          sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "jax"))]))
+                          sorted({{m.split(".")[0] for m in sys.modules}}
+                                 & {{"torch", "jax", "hypothesis"}})]))
     """)
     score, max_score, not_passed, checks, imported = json.loads(run.stdout.splitlines()[-1])
-    assert "hessian" in checks and not_passed == [] and score == max_score
+    assert "hessian" in checks and "random_programs" in checks and not_passed == [] and score == max_score
     assert imported == [] and "StaleKeyWarning" not in run.stderr
 
 

@@ -33,13 +33,13 @@ None runs again under `no_grad()` a program that indexes an input requiring grad
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from gradcheck.bank.drawn_programs import Drawn, Session, unused_inputs
 from gradcheck.program.language import (
     Program,
     array_apply,
@@ -64,35 +64,6 @@ RANGE = 2.5
 LARGEST = 1e4
 MARGIN = 0.1
 _NAMES = tuple(c for c in "abcdefghijklmnopqrstuw")
-
-
-@dataclass(frozen=True)
-class Drawn:
-    """A drawn program, its inputs (name -> None or a length), and a point to run it at."""
-
-    source: str
-    inputs: dict[str, int | None]
-    point: dict[str, Any]
-    program: Program = field(repr=False, compare=False)
-
-    @property
-    def operations(self) -> int:
-        """How many operations the program has (constants and inputs are not operations)."""
-        return sum(node.op in OPS for node in self.program.nodes)
-
-    @property
-    def output(self) -> str:
-        return self.program.output_name
-
-
-@dataclass(frozen=True)
-class Session:
-    """A drawn program and the behaviour steps run after its first forward pass."""
-
-    drawn: Drawn
-    steps: tuple[dict[str, Any], ...]
-    #: the inputs made with requires_grad=True in the session (the gradients: every input)
-    requires_grad: tuple[str, ...] = ()
 
 
 def operation_names(ops: Sequence[str] | None = None) -> tuple[str, ...]:
@@ -160,13 +131,6 @@ def _unused_choices(inputs: dict[str, int | None], vectors: bool
 def _ordered(inputs: dict[str, int | None]) -> dict[str, int | None]:
     """Scalar inputs first, in the order x, y, z; then the 1-D input."""
     return {name: inputs[name] for name in (*SCALARS, VECTOR) if name in inputs}
-
-
-def unused_inputs(drawn: Drawn) -> list[str]:
-    """The inputs no operation of the program uses."""
-    used = {arg for node in drawn.program.nodes for arg in node.args}
-    return [node.name for i, node in enumerate(drawn.program.nodes)
-            if node.op == "input" and i not in used]
 
 
 def differentiable(program: Program) -> bool:

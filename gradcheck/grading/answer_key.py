@@ -54,6 +54,7 @@ from gradcheck.bank.course_file import (
     key_seed,
 )
 from gradcheck.bank import selection
+from gradcheck.bank.drawn_programs import Drawn, Session
 from gradcheck.bank.loader import Bank
 from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
@@ -319,7 +320,6 @@ def _encoded_case(answered: Answered) -> dict[str, Any]:
 
 
 def _answered(stored: dict[str, Any]) -> Answered:
-    from gradcheck.bank.random_programs import Drawn, Session
     from gradcheck.grading.fuzzing import Answered
 
     drawn = Drawn(stored["source"], stored["inputs"], stored["point"],

@@ -1,7 +1,7 @@
 """A search for the smallest random program where an engine differs from the oracles.
 
 hypothesis draws whole programs, each with a point and sometimes a behaviour session
-(:mod:`gradcheck.bank.random_programs`). Each one is asked of the engine through `ask`, the same
+(:mod:`gradcheck.bank.random_programs`; imported only where programs are drawn). Each one is asked of the engine through `ask`, the same
 requests the grader sends its sandboxed worker, and judged as the grader judges a gradients check
 (:func:`gradcheck.grading.compare.grade`: the oracles must agree first, and a value they disagree
 on is never held against the engine) and a behaviour check (:func:`verdicts.behaviour`, against
@@ -33,22 +33,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
-
 from gradcheck import oracles as oracle_modules
 from gradcheck.bank import bundled
-from gradcheck.bank.domains import cache_outside_cwd
+from gradcheck.bank.drawn_programs import Drawn, Session, unused_inputs
 from gradcheck.bank.models import Step
-from gradcheck.bank.random_programs import (
-    Drawn,
-    Session,
-    looks_at_views,
-    sessions,
-    simplicity,
-    smaller,
-    smaller_sessions,
-    unused_inputs,
-)
 from gradcheck.bank.tolerances import Tolerances
 from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Failure
@@ -164,6 +152,12 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
     on the engine `ask` reaches, reproducibly from `at_seed`; shrink the first difference.
     `seconds` bounds the whole search; a search stopped early keeps what it found. `record`
     gets every case judged, in order, with the oracles' answers (what an answer key holds)."""
+    # hypothesis only where programs are drawn: a replay that passes imports none of it
+    from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+
+    from gradcheck.bank.domains import cache_outside_cwd
+    from gradcheck.bank.random_programs import sessions
+
     started = time.monotonic()
     judge = _Judge(ask, tuple(oracles), tolerance, record)
     strategy = sessions(ops, max_operations, max_steps)
@@ -270,6 +264,8 @@ def _reduce(best: Finding, judge: _Judge) -> Finding:
 def _simpler(case: Session) -> list[Session]:
     """Cases simpler than `case`: a plain program `smaller` than it; a session on a smaller
     program, with one step (or one frozen input) fewer."""
+    from gradcheck.bank.random_programs import looks_at_views, smaller, smaller_sessions
+
     if not case.steps:
         return [Session(drawn, (), tuple(drawn.inputs)) for drawn in smaller(case.drawn)]
     fewer = [Session(case.drawn, case.steps[:i] + case.steps[i + 1:], case.requires_grad)
@@ -434,6 +430,8 @@ def _kind(grading: Grading, reply: Mapping[str, Any], output: str) -> str:
 
 def _size(case: Session) -> tuple[float, ...]:
     """How simple a case is: operations, steps, then its numbers, then its point."""
+    from gradcheck.bank.random_programs import simplicity
+
     nodes = case.drawn.program.nodes
     constants = [simplicity(n.value) for n in nodes if n.op == "const"]
     values = [float(v) for value in case.drawn.point.values()
