@@ -68,9 +68,13 @@ class Held:
                 pass
         #: the user's files and their sizes as last walked, and the mounts' usage before that walk
         self._sizes: dict[tuple[int, int], int] = {}
+        self._growth = 0
         self._usage: tuple[tuple[int, int], ...] | None = None
         #: the size of each file of the user when this was made (none for a worker user)
-        self._before = {} if own else dict(self._walked())
+        self._before: dict[tuple[int, int], int] = {}
+        if not own:
+            self._before = dict(self._walked()[0])
+            self._growth = 0  # every file is as it was
         self._ipc_before = set() if own else {(kind, ident) for kind, ident, *_ in self._ipc()}
 
     def bytes(self, pids: Iterable[int]) -> int:
@@ -78,9 +82,8 @@ class Held:
         filesystem they hold open, every file of the user in a memory filesystem (less its size
         before), and the user's System V segments no process has attached (an attached one is
         in its PSS) and message queues. Each file is counted once."""
-        sizes = {key: size for key, size in self._open(pids)}
-        sizes.update(self._walked())
-        total = sum(max(size - self._before.get(key, 0), 0) for key, size in sizes.items())
+        walked, total = self._walked()
+        total += sum(self._grown(key, size) for key, size in self._open(pids) if key not in walked)
         return total + sum(size for kind, ident, size, attached in self._ipc()
                            if (kind, ident) not in self._ipc_before and not attached)
 
@@ -107,16 +110,21 @@ class Held:
 
     # --- finding -----------------------------------------------------------------------------
 
-    def _walked(self) -> dict[tuple[int, int], int]:
-        """The size of each file and folder of the user in the memory filesystems. Walked again
-        only when some filesystem's count of used blocks or inodes changed since the last walk:
-        a file made, removed, grown or shrunk changes one of them, and a statvfs per mount costs
-        a hundredth of a walk, which the grader would otherwise repeat after every reply."""
+    def _walked(self) -> tuple[dict[tuple[int, int], int], int]:
+        """The size of each file and folder of the user in the memory filesystems, and what they
+        grew by since this was made. Walked again only when some filesystem's count of used
+        blocks or inodes changed since the last walk: a file made, removed, grown or shrunk
+        changes one of them, and a statvfs per mount costs a hundredth of a walk, which the
+        grader would otherwise repeat after every reply."""
         usage = _usage(self.mounts)
         if usage is None or usage != self._usage:  # read before the walk: a change meanwhile
             self._sizes = {key: size for key, _, size in self._files()}  # shows next time
+            self._growth = sum(self._grown(key, size) for key, size in self._sizes.items())
             self._usage = usage
-        return self._sizes
+        return self._sizes, self._growth
+
+    def _grown(self, key: tuple[int, int], size: int) -> int:
+        return max(size - self._before.get(key, 0), 0)
 
     def _open(self, pids: Iterable[int]) -> Iterator[tuple[tuple[int, int], int]]:
         """((device, inode), size) of each memfd or memory-filesystem file the processes hold
