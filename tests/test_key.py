@@ -17,6 +17,7 @@ from gradcheck.bank.loader import load_bank
 from gradcheck.cli import main
 from gradcheck.course.mutants import CATALOGUE
 from gradcheck.course.mutation import mutate
+from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Worker
 from gradcheck.grading import answer_key, fuzzing
 from gradcheck.grading.grader import Grader, GraderError
@@ -398,6 +399,32 @@ def test_a_keyed_grading_with_the_stored_programs_gives_the_live_verdicts(
         assert message.startswith("The smallest program found where your engine differs from "
                                   "the oracles") if eid in failed else message == (
             "all 30 random programs match finite differences, the reference engine")
+
+
+def test_an_engine_meets_the_same_requests_with_the_stored_programs_as_without(
+        programs_bank, programs_keys, tmp_path):
+    """The replay asks the engine the stored programs; from the first that differs, the live
+    search is given those replies, and asks only what a search without stored programs asks
+    after them: the engine sees the very same requests, in order, and the finding is the same."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mul_own_operand",
+                                                  mutant("mul-own-operand", tmp_path))
+    engine = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(engine)
+    key = answer_key.load(programs_keys[0])
+    for exercise in load_bank(programs_bank).exercises:
+        asked = {"live": [], "replayed": []}
+
+        def ask(way):
+            return lambda request: asked[way].append(request) or handler.handle(engine, request)
+
+        options = {"oracles": fuzzing.KEYED, **search_options(exercise, SEED)}
+        live = fuzzing.search(ask("live"), **options)
+        replayed = fuzzing.replayed(ask("replayed"), key.random_programs(exercise), **options)
+        assert asked["replayed"] == asked["live"]
+        assert replayed.found.describe() == live.found.describe()
+        assert replayed.examples == live.examples < 30
 
 
 def test_a_key_holds_no_programs_the_reference_fails_or_another_hypothesis_draws(
