@@ -105,10 +105,12 @@ def _prestart(args: argparse.Namespace, bank: Bank) -> None:
     """Start the next grading's worker interpreters now, while waiting
     (`gradcheck.engine.sandbox.prestart`), so that after a save only the submission's import is
     left of each worker's start: one for the visible exercises and one for the others, if
-    there are any, to score them; as many again for the feedback of failed checks."""
+    there are any, to score them; as many again for the feedback of failed checks. Each parses
+    the bank's programs meanwhile."""
     if args.worker_user is None:
         sides = {details_shown(exercise) for exercise in bank.exercises}
-        sandbox.prestart(2 * len(sides), args.worker_python or sys.executable)
+        sandbox.prestart(2 * len(sides), args.worker_python or sys.executable,
+                         [exercise.program.spec() for exercise in bank.exercises])
 
 
 def _key(bank: Bank, seed: int | None, path: Path, out: TextIO) -> answer_key.Key | None:

@@ -332,6 +332,26 @@ def test_memory_is_judged_as_by_the_proportional_set_size():
         child.wait()
 
 
+def test_a_worker_started_ahead_has_parsed_the_programs_it_was_given(tmp_path):
+    """`prestart(..., programs)`: the waiting interpreter parses them before the submission is
+    imported (the submission finds them remembered), a program that does not parse is skipped,
+    and the requests are answered as by any worker."""
+    seen = tmp_path / "seen"
+    submission = tmp_path / "engine.py"
+    submission.write_text(
+        "import sys\nfrom gradcheck.program import language\n"
+        f"open({str(seen)!r}, 'w').write(repr(sorted(k[0] for k in language._KNOWN)))\n"
+        f"sys.path.append({str(ENGINES)!r})\nfrom tiny import *\n")
+    broken = {"source": "z = x +", "inputs": {"x": None}, "output": "z"}
+    sandbox.prestart(1, programs=[broken, MUL_EXP, ADD_EXP])
+    try:
+        with Worker(submission, import_timeout=10) as w:
+            assert w.request(gradients(ADD_EXP), timeout=10) == torch_reply(gradients(ADD_EXP))
+        assert seen.read_text() == repr(sorted([MUL_EXP["source"], ADD_EXP["source"]]))
+    finally:
+        sandbox.discard_spares()
+
+
 def test_torch_itself_runs_as_a_submission():
     path = Path(torch_engine.__file__)
     with Worker(path, memory_mb=1024) as w:

@@ -746,16 +746,24 @@ class _Interpreter:
 _SPARES: list[_Interpreter] = []
 
 
-def prestart(count: int, python: str = sys.executable) -> None:
+def prestart(count: int, python: str = sys.executable,
+             programs: Sequence[Mapping[str, Any]] = ()) -> None:
     """Have `count` worker interpreters of `python` started and waiting, so that a Worker that
     starts next needs only import the submission (`gradcheck grade --watch` calls this while it
-    waits for a change). None of them has run any code of a submission: each grading still gets
-    processes of its own, fresh. Call it from the thread that will grade, which the workers die
-    with (PR_SET_PDEATHSIG). Only for workers of the grader's own user: those of another are
-    killed with everything of that user's (`census.kill_user`)."""
+    waits for a change); each parses `programs` (`Program.spec()`s) meanwhile. None of them has
+    run any code of a submission: each grading still gets processes of its own, fresh. Call it
+    from the thread that will grade, which the workers die with (PR_SET_PDEATHSIG). Only for
+    workers of the grader's own user: those of another are killed with everything of that
+    user's (`census.kill_user`)."""
     adopt_orphans()
     while sum(spare.python == python for spare in _SPARES) < count:
-        _SPARES.append(_Interpreter.spawn(python, None, _folder(None)))
+        spare = _Interpreter.spawn(python, None, _folder(None))
+        if programs:
+            try:
+                spare.sock.sendall(pack({"warm": list(programs)}))
+            except OSError:  # it died already: dropped when taken
+                pass
+        _SPARES.append(spare)
 
 
 def _take_spare(python: str) -> _Interpreter | None:

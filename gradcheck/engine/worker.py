@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from gradcheck.engine import handler, run, wire
+from gradcheck.program import language
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20  # bytes of JSON in one frame
@@ -64,6 +65,9 @@ def main(config_json: str) -> None:
     # The submission and the limits come in the first frame: a worker may be started ahead,
     # before the submission is saved (gradcheck.engine.sandbox.prestart).
     job = channel.receive()
+    if job is not None and "warm" in job:  # while it waits: the bank's programs, parsed ahead
+        _parse_ahead(job["warm"])
+        job = channel.receive()
     if job is None:  # the grader discarded it unused
         os._exit(0)
     _apply_limits(job["limits"])
@@ -100,6 +104,17 @@ def main(config_json: str) -> None:
         _flush()
         channel.send({"reply": reply})
     os._exit(0)  # no atexit handlers or thread joins of the submission's
+
+
+def _parse_ahead(specs: list[dict[str, Any]]) -> None:
+    """Parse the programs the grader will send (`sandbox.prestart`), before any code of the
+    submission's runs, so that its requests find them parsed (a looped one unrolls to thousands
+    of nodes); one that does not parse is left for its request to refuse."""
+    for spec in specs:
+        try:
+            language.spec_program(spec)
+        except Exception:  # noqa: BLE001 - the request that sends it says what is wrong
+            continue
 
 
 def load_submission(path: Path) -> ModuleType:
