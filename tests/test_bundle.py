@@ -8,6 +8,7 @@ runs the worker as another user, as on Gradescope: the folder is one that user m
 GRADCHECK_WORKER_PYTHON a Python it may run (tests/another_user.py).
 """
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -152,6 +153,21 @@ def test_a_wheel_or_requirement_given_replaces_the_built_wheel(bank, key_file, t
     with zipfile.ZipFile(out) as archive:
         assert archive.read("requirements.txt") == b"gradcheck @ git+https://example.org/g.git\n"
         assert wheel_name() not in archive.namelist()
+
+
+def test_a_key_with_random_programs_pins_the_hypothesis_that_drew_them(tmp_path):
+    """A key's random programs are replayed only under the hypothesis that drew them (another
+    may draw others, and then they are drawn live): requirements.txt pins that version."""
+    folder = tmp_path / "bank"
+    shutil.copytree(bank_dir() / "02-backward", folder,
+                    ignore=lambda _, names: [n for n in names if n.endswith(".yaml")
+                                             and n != "mixed-arithmetic.exercise.yaml"])
+    out = bundle.gradescope([folder], tmp_path / "a.zip",
+                            requirement="gradcheck @ git+https://example.org/g.git")
+    with zipfile.ZipFile(out) as archive:
+        assert archive.read("requirements.txt").decode() == (
+            "gradcheck @ git+https://example.org/g.git\n"
+            f"hypothesis=={importlib.metadata.version('hypothesis')}\n")
 
 
 def test_scripts_are_valid_bash(autograder):

@@ -84,7 +84,9 @@ def gradescope(paths: list[Path], out: Path, *, key: Path | None = None, seed: i
         install, package = _installation(requirement, Path(folder))
         bank = _load(paths, course)
         files = _relative_files(paths, bank)
-        key_bytes = _key_for(bank, key, seed if key else key_seed(seed, course, None))
+        key_bytes, drawn_with = _key_for(bank, key, seed if key else key_seed(seed, course, None))
+        # the hypothesis that drew the key's random programs: under another, they are drawn live
+        install = "\n".join([install, *(f"hypothesis=={v}" for v in sorted(drawn_with))])
         out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
             for script in ("setup.sh", "run_autograder"):
@@ -112,7 +114,7 @@ def classroom(paths: list[Path], out: Path, *, key: Path | None = None, seed: in
         raise BundleError("no exercise of the bank is visible, so there is nothing to publish "
                           "to students; set `visibility: visible` on the practice exercises")
     files = _relative_files(paths, visible)
-    key_bytes = _key_for(visible, key, seed if key else key_seed(seed, course, None))
+    key_bytes, _ = _key_for(visible, key, seed if key else key_seed(seed, course, None))
     if not out.exists() or not any(out.iterdir()):
         write_student_template(out)
     elif carries_wheel(out):
@@ -162,9 +164,9 @@ def _relative_files(paths: list[Path], bank: Bank) -> dict[Path, str]:
     return wanted
 
 
-def _key_for(bank: Bank, key: Path | None, seed: int | None) -> bytes:
+def _key_for(bank: Bank, key: Path | None, seed: int | None) -> tuple[bytes, set[str]]:
     """The key file's bytes, holding exactly `bank`'s exercises: taken from `key`, or built
-    with `seed`."""
+    with `seed`; and the versions of hypothesis that drew its random programs."""
     if key is None:
         seed = key_seed(seed, None, None)
         print(f"building an answer key for {len(bank.exercises)} exercises (torch and jax run "
@@ -184,7 +186,8 @@ def _key_for(bank: Bank, key: Path | None, seed: int | None) -> bytes:
     data = {"format": answer_key.FORMAT, "gradcheck": built.version, "seed": built.seed,
             "exercises": {e.id: built.exercises[e.id] for e in bank.exercises}}
     text = json.dumps(data, separators=(",", ":")).encode()
-    return gzip.compress(text, mtime=0) if len(text) > answer_key.LARGE else text
+    packed = gzip.compress(text, mtime=0) if len(text) > answer_key.LARGE else text
+    return packed, answer_key.drawn_with(data["exercises"])
 
 
 def _installation(requirement: str | None, folder: Path) -> tuple[str, Path | None]:

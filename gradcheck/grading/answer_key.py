@@ -302,6 +302,14 @@ def _random_programs(exercise: Exercise, seed: int) -> dict[str, Any] | None:
             "cases": [_encoded_case(answered) for answered in recorded]}
 
 
+def drawn_with(entries: dict[str, Any]) -> set[str]:
+    """The versions of hypothesis that drew the random programs of a key's `entries` (its
+    exercises): a grading replays them only under the same version, so an autograder's
+    install pins it."""
+    return {entry["checks"]["random_programs"]["hypothesis"] for entry in entries.values()
+            if entry["checks"].get("random_programs") is not None}
+
+
 def _hypothesis_version() -> str:
     """The version of hypothesis, which draws the random programs: another may draw others.
     Read without importing it, which a keyed grading that passes every program never does."""
