@@ -1,8 +1,9 @@
 """A search for the smallest random program where an engine differs from the oracles.
 
 hypothesis draws whole programs, each with a point and sometimes a behaviour session
-(:mod:`gradcheck.bank.random_programs`; imported only where programs are drawn). Each one is asked of the engine through `ask`, the same
-requests the grader sends its sandboxed worker, and judged as the grader judges a gradients check
+(:mod:`gradcheck.bank.random_programs`; imported only where programs are drawn). Each one is
+asked of the engine through `ask`, the same requests the grader sends its sandboxed worker, and
+judged as the grader judges a gradients check
 (:func:`gradcheck.grading.compare.grade`: the oracles must agree first, and a value they disagree
 on is never held against the engine) and a behaviour check (:func:`verdicts.behaviour`, against
 torch run here). The first difference found is shrunk by hypothesis, towards fewer operations,
