@@ -38,8 +38,11 @@ from gradcheck.grading.results import GradeReport
 from gradcheck.grading.workers import details_shown
 from gradcheck.reports import by_exercise, points
 
-#: seconds between two looks at the files
-POLL = 0.1
+#: seconds between two looks at the submission's files (a stat each)
+POLL = 0.025
+#: the exercise files too, every this many looks (0.25 s): a bank is a hundred files and more,
+#: which change seldom, while a save of the submission waits for the next look
+BANK_LOOKS = 10
 #: seconds the files must stay the same before grading: an editor may write a file in parts
 SETTLE = 0.05
 
@@ -158,9 +161,16 @@ def changes(before: GradeReport | None, after: GradeReport) -> list[str]:
 
 def _snapshot(submission: Path, chosen: Selection) -> dict[Path, tuple[int, int]]:
     """The modification time and size of every file watched."""
-    files = sorted(submission.rglob("*.py")) if submission.is_dir() else [submission]
+    return _stamps(_submission_files(submission) + exercise_files(chosen.paths))
+
+
+def _submission_files(submission: Path) -> list[Path]:
+    return sorted(submission.rglob("*.py")) if submission.is_dir() else [submission]
+
+
+def _stamps(files: list[Path]) -> dict[Path, tuple[int, int]]:
     stamps: dict[Path, tuple[int, int]] = {}
-    for path in files + exercise_files(chosen.paths):
+    for path in files:
         try:
             stat = path.stat()
         except OSError:  # removed, or being replaced: a change
@@ -174,8 +184,14 @@ def _wait_for_change(submission: Path, chosen: Selection, seen: dict[Path, tuple
                      ) -> tuple[dict[Path, tuple[int, int]], set[Path]]:
     """Poll until a file watched changes and then stays the same for SETTLE seconds: the new
     stamps, and the files added, removed or changed."""
+    bank = set(exercise_files(chosen.paths))
+    own = {path: stamp for path, stamp in seen.items() if path not in bank}
+    looks = 0
     while True:
         time.sleep(POLL)
+        looks += 1
+        if looks % BANK_LOOKS and _stamps(_submission_files(submission)) == own:
+            continue
         now = _snapshot(submission, chosen)
         if now == seen:
             continue

@@ -16,7 +16,8 @@ from processes import gradcheck_command
 from gradcheck.bank.loader import load_bank
 from gradcheck.grading.grader import Grader
 from gradcheck.grading.results import CheckResult, GradeReport
-from gradcheck.watch import changes
+from gradcheck.bank.selection import Selection
+from gradcheck.watch import _snapshot, _wait_for_change, changes
 
 sys.path.insert(0, str(Path(__file__).parent / "engines"))
 import mutant  # noqa: E402  (tests/engines: the reference engine with a bug put in)
@@ -60,6 +61,25 @@ def test_feedback_worked_out_after_the_scores_is_the_feedback_given_at_once(tmp_
     assert "the backward of `x * y` (MulBackward0)" in failed.message
     assert [(r.message, r.detail) for r in later.results] == [
         (r.message, r.detail) for r in at_once.results]
+
+
+@pytest.mark.parametrize("edited", ["engine.py", "bank/product.exercise.yaml", "helper.py"])
+def test_a_save_of_the_submission_or_of_an_exercise_is_seen_and_named(tmp_path, edited):
+    """The submission's files are looked at every POLL, the exercise files less often: a save
+    of either (or a new file of the submission's) ends the wait, naming what changed."""
+    bank = write_fd_bank(tmp_path / "bank")
+    submission = tmp_path / "engine.py"
+    submission.write_text("x = 1\n")
+    folder = tmp_path if edited == "helper.py" else submission  # a package folder, or a file
+    chosen = Selection([bank])
+    seen = _snapshot(folder, chosen)
+    target = tmp_path / edited
+    threading.Timer(0.3, lambda: target.write_text(
+        (target.read_text() if target.exists() else "") + "\n")).start()
+    started = time.monotonic()
+    now, changed = _wait_for_change(folder, chosen, seen)
+    assert changed == {target} and now == _snapshot(folder, chosen)
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.slow  # torch is imported first, once: a few seconds
