@@ -10,6 +10,7 @@ Side by side in one run, on a snapshot of the bundled bank:
    `os.wait4`) (targets: at least 2x the throughput, at most 0.6 s of CPU a submission). Both
    grade the exercises the code before can read (the bank has gained a few it cannot since),
    each with an answer key it built itself at the same seed (the key's format changed since);
+   a check's own hint, which the code before does not know, is dropped from both's copy;
 2. `--cluster N` submissions (default 200) graded by a `dask scheduler` and two `dask worker`
    processes of one thread each on 127.0.0.1, against `-j 2` on this machine (the overhead of
    the cluster), on the whole snapshot; the cluster's start is timed apart.
@@ -75,6 +76,18 @@ def unreadable(old: Path, bank: Path) -> list[str]:
     return json.loads(listed)
 
 
+def without_check_hints(path: Path) -> None:
+    """Rewrite the exercise file without its checks' own hints (the code before knows only the
+    exercise's hint): they change no grade, only the feedback of a failed check."""
+    import yaml
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for check in (data.get("checks") or {}).values():
+        if isinstance(check, dict):
+            check.pop("hint", None)
+    path.write_text(yaml.safe_dump(data, sort_keys=False, width=100), encoding="utf-8")
+
+
 def build_key(bank: Path, key: Path, env: dict[str, str] | None = None) -> None:
     subprocess.run([sys.executable, "-m", "gradcheck", "key", "build", "--exercises",
                     str(bank), "--seed", str(SEED), "--out", str(key)], check=True,
@@ -91,6 +104,8 @@ def long_lived(work: Path, bank: Path, before: str, rounds: int) -> dict[str, An
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
     common = Path(shutil.copytree(bank, work / "common"))
+    for path in unreadable(old, common):  # a check's own hint is feedback only: dropped
+        without_check_hints(Path(path))
     left_out = unreadable(old, common)
     for path in left_out:
         Path(path).unlink()
