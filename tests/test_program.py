@@ -225,3 +225,76 @@ def test_an_error_inside_a_loop_reports_the_line_in_the_body():
     with pytest.raises(ProgramError) as info:
         parse("y = x\nfor _ in range(3):\n    y = y * 2\n    z = y.grad", INPUTS)
     assert (info.value.line, info.value.column) == (4, 9)
+
+
+# --- loops: the passes after two alike are copies ---------------------------------------------
+
+import ast  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gradcheck.program import language  # noqa: E402
+
+
+class _EveryPass(language._Parser):
+    """The parser with every pass of a loop parsed as written."""
+
+    def _loop(self, stmt: ast.For) -> None:
+        for _ in range(language._range_count(stmt)):
+            self._statements(stmt.body)
+
+
+def _both(source: str, inputs: dict) -> tuple:
+    """The program parsed, and parsed with every pass as written; or the two errors."""
+    def one(parse):
+        try:
+            return parse()
+        except ProgramError as error:
+            return (type(error), str(error), error.line, error.column)
+    return (one(lambda: parse(source, inputs)),
+            one(lambda: _EveryPass(source, inputs).program(ast.parse(source), None)))
+
+
+_NAMES = ("a", "b", "c", "y")
+_TERMS = st.sampled_from(["x", "2", "0.5", "v[1]", "v.sum()", *_NAMES])
+
+
+@st.composite
+def _loop_programs(draw: st.DrawFn) -> str:
+    """Programs of a few assignments and loops, nested too, over x (a scalar) and v (length 3);
+    some read a variable before the loop assigns it, some fold constants, some chain names."""
+    def body(depth: int, indent: str) -> list[str]:
+        lines = []
+        for _ in range(draw(st.integers(1, 3))):
+            if depth < 2 and draw(st.booleans()):
+                lines.append(f"{indent}for _ in range({draw(st.integers(0, 7))}):")
+                lines += body(depth + 1, indent + "    ")
+            else:
+                left, right = draw(_TERMS), draw(_TERMS)
+                op = draw(st.sampled_from(["+", "*", "-"]))
+                call = draw(st.sampled_from(["", ".tanh()", ".sin()"]))
+                lines.append(f"{indent}{draw(st.sampled_from(_NAMES))} = ({left} {op} {right}){call}")
+        return lines
+    head = [f"{name} = {draw(st.sampled_from(['x', '1', 'x * 2']))}" for name in _NAMES]
+    return "\n".join(head + body(0, "") + ["z = a + b + c + y"]) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_loop_programs())
+def test_a_loop_copied_after_two_passes_alike_is_the_loop_parsed_pass_by_pass(source):
+    fast, slow = _both(source, {"x": None, "v": 3})
+    assert fast == slow
+
+
+@pytest.mark.parametrize("source", [
+    # names that move one place a pass: the variables settle three passes after the nodes do
+    "c = x\nb = x * 2\na = x + 1\ny = x\nfor _ in range(9):\n    c = b\n    b = a\n    a = y\n"
+    "    y = y * 2\nz = c + b\n",
+    "y = 2\nfor _ in range(6):\n    y = y * 3\nz = y * x\n",  # folded to a new constant each pass
+    f"y = x\nfor _ in range({language.MAX_NODES}):\n    y = y + 1\n",  # too many nodes, said alike
+    "y = x\nfor _ in range(5):\n    y = y + q\n",  # an error in every pass
+])
+def test_the_loops_that_copying_could_get_wrong_parse_as_pass_by_pass(source):
+    fast, slow = _both(source, {"x": None})
+    assert fast == slow
