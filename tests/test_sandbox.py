@@ -4,6 +4,7 @@ Each fault loses only the request it happened in, is named in plain words, leave
 behind, and the next request gets a fresh worker. Correct answers come from torch, live.
 """
 
+import json
 import math
 import os
 import re
@@ -87,14 +88,18 @@ FAULTS = [
 ]
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["", "next sent ahead"])
 @pytest.mark.parametrize("name, options, timeout, kind, message", FAULTS,
                          ids=[fault[0] for fault in FAULTS])
-def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kind, message):
+def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kind, message,
+                                                      ahead):
+    """Each fault, named; also when the next request was sent with the faulty one."""
     with worker(name, **options) as w:
         assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
         first = w.pid
         start = time.monotonic()
-        failure = w.request(gradients(MUL_EXP), timeout=timeout)
+        failure = w.request(gradients(MUL_EXP), timeout=timeout,
+                            then=gradients(ADD_EXP) if ahead else None)
         elapsed = time.monotonic() - start
         assert isinstance(failure, Failure)
         assert (failure.kind, failure.message[:len(message)]) == (kind, message)
@@ -102,6 +107,22 @@ def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kin
         assert running(w) == []  # nothing of the old worker survives
         assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
         assert w.starts == 2 and w.pid != first
+
+
+def test_a_request_sent_ahead_is_answered_as_if_sent_in_its_turn():
+    """`then`: the next request goes with this one; its reply is the one it gets in its turn.
+    Another request first drops it; one too large to send ahead goes in its turn."""
+    many = {**gradients(ADD_EXP), "points": POINTS * 400}
+    assert len(json.dumps(many)) > sandbox.AHEAD_BYTES
+    with worker("tiny") as w:
+        for then in (gradients(ADD_EXP), many):
+            assert w.request(gradients(MUL_EXP), timeout=5, then=then) == torch_reply(
+                gradients(MUL_EXP))
+            assert w.request(then, timeout=5) == torch_reply(then)
+        w.request(gradients(MUL_EXP), timeout=5, then=gradients(ADD_EXP))
+        assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
+        assert w.request(gradients(ADD_EXP), timeout=5) == torch_reply(gradients(ADD_EXP))
+        assert w.starts == 1
 
 
 def test_a_submission_that_cannot_be_imported_gets_its_traceback_every_time():

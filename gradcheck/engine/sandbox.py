@@ -76,6 +76,9 @@ from gradcheck.engine.worker import (
 )
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
+#: the largest request sent ahead of its turn: far less than a socket's buffer, so that sending
+#: it never waits for the busy worker to read
+AHEAD_BYTES = 16 << 10
 #: crashes in a row after which the worker is not restarted: an engine that crashes on every
 #: request, and takes seconds to import, would otherwise make a bank take hours
 MAX_CRASHES = 3
@@ -158,6 +161,8 @@ class Worker:
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
         self._eof = False
+        #: a request sent ahead (`request(..., then=...)`) whose reply is not read yet
+        self._ahead: Mapping[str, Any] | None = None
         #: the grader's end of the phase file (`_phase`), open while a worker runs
         self._phase_fd: int | None = None
         self._next_scan = 0.0
@@ -217,11 +222,18 @@ class Worker:
             parts.append(f"[gradcheck dropped {self.dropped} more bytes of output]")
         return "\n".join(parts)
 
-    def request(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | Failure:
+    def request(self, request: Mapping[str, Any], timeout: float,
+                then: Mapping[str, Any] | None = None) -> dict[str, Any] | Failure:
         """The worker's reply to `request` (see gradcheck.engine.requests), or why there is none.
+        `then`: the request the grader will send next whatever this reply says, unless it is a
+        failure (which stops the worker): sent now, so that the worker works on it while the
+        grader reads this reply; the next call, `request(then, ...)`, waits for its reply (its
+        timeout counted from that call; another request first drops that reply).
 
         Raises gradcheck.engine.requests.RequestError for a malformed request (a grader bug)."""
         wire.check_request(request)
+        if then is not None:
+            wire.check_request(then)
         if self.import_failure is not None:
             return self.import_failure
         if self.crashes >= MAX_CRASHES:
@@ -230,7 +242,7 @@ class Worker:
         left = math.inf if self.deadline is None else self.deadline - time.monotonic()
         if left <= 0:
             return Failure("deadline", "not run: the submission's time ran out", "")
-        reply = self._request(request, min(timeout, left))
+        reply = self._request(request, min(timeout, left), then)
         if isinstance(reply, Failure) and reply.kind == "timeout" and left < timeout:
             reply = dataclasses.replace(reply, kind="deadline", message=(
                 f"the submission's time ran out {_where(reply.phase)}"))
@@ -240,19 +252,28 @@ class Worker:
             self.crashes = 0
         return reply
 
-    def _request(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | Failure:
+    def _request(self, request: Mapping[str, Any], timeout: float,
+                 then: Mapping[str, Any] | None) -> dict[str, Any] | Failure:
         if self._proc is None:
             failure = self._start()
             if failure is not None:
                 if failure.kind != "deadline":
                     self.import_failure = failure
                 return failure
-        self._phase = "start"
         deadline = time.monotonic() + timeout
         assert self._sock is not None
+        if self._ahead is not None and request is not self._ahead:
+            # not asked for after all (a fault of the grader's in between): its reply is dropped
+            frame = self._wait(deadline, timeout)
+            if isinstance(frame, Failure):
+                return frame
+            self._ahead = None
+        sent, self._ahead = request is self._ahead, then
         try:
             self._sock.settimeout(timeout)
-            self._sock.sendall(pack(dict(request)))
+            if not sent:  # else it was sent with the request before, and may be running
+                self._phase = "start"
+                self._sock.sendall(pack(dict(request)))
         except TimeoutError:  # the worker stopped reading requests
             return self._fail("timeout", f"timed out after {timeout:g} s {self._where()}")
         except OSError:
@@ -260,6 +281,14 @@ class Worker:
                 return self._exit_failure()
             return self._fail("protocol", f"the engine closed the grader's channel "
                               f"{self._where()}")
+        ahead = pack(dict(then)) if then is not None else b""
+        if len(ahead) > AHEAD_BYTES:  # it could fill the channel while the worker is busy
+            self._ahead = None
+        elif ahead:
+            try:
+                self._sock.sendall(ahead)
+            except OSError:  # it stopped reading, or died: the wait for the reply finds why
+                self._ahead = None
         frame = self._wait(deadline, timeout)
         if isinstance(frame, Failure):
             return frame
@@ -526,6 +555,7 @@ class Worker:
         _RUNNING.discard(self._proc.pid)
         self._sock.close()
         self._proc = self._sock = None
+        self._ahead = None  # unread, with the worker that would have answered it
         os.close(self._phase_fd)
         self._phase_fd = None
         self._census = census.Census()

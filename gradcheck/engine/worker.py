@@ -92,6 +92,7 @@ def main(config_json: str) -> None:
         os.pwrite(config["phase_fd"], name.ljust(PHASE_WIDTH).encode("ascii"), 0)
 
     while (request := channel.receive()) is not None:
+        progress("start")  # the grader does not write it for a request it sent ahead
         try:
             reply = handler.handle(engine, request, progress)
         except wire.RequestError as exc:

@@ -416,14 +416,16 @@ class Grader:
         # The oracles work while the worker does: on two cores, neither waits for the other.
         expected = self._in_background("gradcheck-oracles", self._oracle_results, exercise,
                                        check, points, wanted, early)
+        probe = self._probe(exercise, points[0])
         reply = self._ask(exercise, {"kind": "gradients", "program": program.spec(),
                                      "points": points, "requires_grad": exercise.grad_names},
-                          budget)
+                          budget, then=probe)
         if isinstance(reply, Failure):
             return Outcome("failed", reply.message, [])
-        unsteady = self._nondeterminism(exercise, points[0], reply["results"][0], budget)
+        # judged while the worker runs the probe, which it was sent with the request
         grading = compare.grade(program, points, exercise.grad_names, expected.result(),
                                 reply["results"], exercise.tolerance.pair(), exercise.convention)
+        unsteady = self._nondeterminism(exercise, probe, reply["results"][0], budget)
         if unsteady:
             self._detail = {"point": dict(points[0]), "nondeterministic": True}
             return Outcome("failed", _with_hint(f"{unsteady}\n{grading.message}", exercise, self._check),
@@ -575,8 +577,10 @@ class Grader:
                     "gradcheck-oracles", torch_answer, request)
         return self._torch_records[cache_key]
 
-    def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget
-             ) -> dict[str, Any] | Failure:
+    def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget,
+             then: dict[str, Any] | None = None) -> dict[str, Any] | Failure:
+        """The worker's reply to `request` within the exercise's `budget`; `then`: the request
+        sent next whatever the reply (`Worker.request`)."""
         remaining = budget.seconds - budget.spent
         if remaining <= 0:
             return Failure("timeout", f"not run: the exercise's {budget.seconds:g} s ran out "
@@ -585,7 +589,7 @@ class Grader:
         if self.total_timeout is not None and self.workers.deadline is None:
             self.workers.deadline = worker.deadline = time.monotonic() + self.total_timeout
         started, importing = time.monotonic(), worker.import_seconds
-        reply = worker.request(request, timeout=remaining)
+        reply = worker.request(request, timeout=remaining, then=then)
         budget.spent += time.monotonic() - started - (worker.import_seconds - importing)
         if isinstance(reply, Failure) and reply.kind == "deadline":
             return dataclasses.replace(reply, message=(
@@ -597,15 +601,19 @@ class Grader:
                                                       f"{where}")
         return reply
 
-    def _nondeterminism(self, exercise: Exercise, point: dict[str, Any], first: Any,
+    @staticmethod
+    def _probe(exercise: Exercise, point: dict[str, Any]) -> dict[str, Any]:
+        """The determinism probe's request: the backward at `point`, twice."""
+        return {"kind": "gradients", "program": exercise.program.spec(), "points": [point, point],
+                "requires_grad": exercise.grad_names}
+
+    def _nondeterminism(self, exercise: Exercise, probe: dict[str, Any], first: Any,
                         budget: _Budget) -> str:
         """The determinism probe (like torch's reentrancy check, with nondet_tol 0): the same
         backward at the check's first point, twice more, must give the same numbers as the
         first time; else a sentence saying what it gave. Its time is not the check's."""
-        again = self._ask(exercise, {"kind": "gradients", "program": exercise.program.spec(),
-                                     "points": [point, point],
-                                     "requires_grad": exercise.grad_names},
-                          _Budget(budget.seconds))
+        point = probe["points"][0]
+        again = self._ask(exercise, probe, _Budget(budget.seconds))
         if isinstance(again, Failure) or first.get("error"):
             return ""
         out = exercise.program.output_name
