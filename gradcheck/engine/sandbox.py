@@ -380,6 +380,9 @@ class Worker:
 
     def _wait(self, deadline: float, timeout: float) -> dict[str, Any] | Failure:
         """The next frame that is not progress, or the failure that came first."""
+        frame = self._pop_frame()  # a reply to a request sent ahead may have come with the last
+        if frame is not None:
+            return frame
         while True:
             exited = self._exited()  # checked first: frames sent before exiting are read first
             self._receive(0.001 if exited else min(POLL, max(deadline - time.monotonic(), 0.001)))
