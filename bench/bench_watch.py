@@ -69,7 +69,10 @@ class Watch:
         """Write the file; the figures of the grading that follows."""
         cpu, written = self.cpu(), time.perf_counter()
         self.engine.write_text(source)
-        done, seen = self.watching()
+        seen: list[tuple[float, str]] = []
+        while not any(line.startswith("(graded ") for _, line in seen):
+            done, lines = self.watching()  # lines printed before the write belong to another
+            seen += [(at, line) for at, line in lines if at >= written]
         scored = next((at for at, line in seen if line.startswith("(scored ")), done)
         total = next(line for _, line in seen if line.startswith("total "))
         return {"score_s": scored - written, "report_s": done - written,
