@@ -109,11 +109,12 @@ def _prestart(args: argparse.Namespace, bank: Bank) -> None:
     (`gradcheck.engine.sandbox.prestart`), so that after a save only the submission's import is
     left of each worker's start: one for the visible exercises and one for the others, if
     there are any, to score them; as many again for the feedback of failed checks. Each parses
-    the bank's programs meanwhile."""
+    the programs of the exercises whose details are shown meanwhile: any of them may become the
+    worker of those, which must never see a hidden exercise."""
     if args.worker_user is None:
         sides = {details_shown(exercise) for exercise in bank.exercises}
         sandbox.prestart(2 * len(sides), args.worker_python or sys.executable,
-                         [exercise.program.spec() for exercise in bank.exercises])
+                         [e.program.spec() for e in bank.exercises if details_shown(e)])
 
 
 def _key(bank: Bank, seed: int | None, path: Path, out: TextIO) -> answer_key.Key | None:

@@ -1,6 +1,7 @@
 """`gradcheck grade --watch`, for real: a gradcheck process watching an engine file, the file
 edited, what changed and then the new report read from its output; bounded in time."""
 
+import argparse
 import queue
 import signal
 import subprocess
@@ -10,14 +11,16 @@ import time
 from pathlib import Path
 
 import pytest
-from grading_samples import write_fd_bank
+from grading_samples import CUBE, PRODUCT, write_fd_bank
 from processes import gradcheck_command
 
 from gradcheck.bank.loader import load_bank
 from gradcheck.grading.grader import Grader
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.bank.selection import Selection
-from gradcheck.watch import _snapshot, _wait_for_change, changes
+from gradcheck.engine import sandbox
+from gradcheck.engine.sandbox import Worker
+from gradcheck.watch import _prestart, _snapshot, _wait_for_change, changes
 
 sys.path.insert(0, str(Path(__file__).parent / "engines"))
 import mutant  # noqa: E402  (tests/engines: the reference engine with a bug put in)
@@ -61,6 +64,31 @@ def test_feedback_worked_out_after_the_scores_is_the_feedback_given_at_once(tmp_
     assert "the backward of `x * y` (MulBackward0)" in failed.message
     assert [(r.message, r.detail) for r in later.results] == [
         (r.message, r.detail) for r in at_once.results]
+
+
+def test_the_interpreters_started_ahead_parse_no_hidden_exercise(tmp_path):
+    """Any interpreter the watch starts ahead may become the worker of the exercises whose
+    details are shown: it is given their programs to parse, never a hidden exercise's."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    (bank / "product.exercise.yaml").write_text(PRODUCT)
+    (bank / "secret-cube.exercise.yaml").write_text(CUBE)
+    seen = tmp_path / "seen"
+    submission = tmp_path / "engine.py"
+    submission.write_text(
+        "import sys\nfrom gradcheck.program import language\n"
+        f"open({str(seen)!r}, 'w').write(repr(sorted(k[0] for k in language._KNOWN)))\n"
+        f"sys.path.append({str(Path(__file__).parent / 'engines')!r})\nfrom tiny import *\n")
+    _prestart(argparse.Namespace(worker_user=None, worker_python=None), load_bank(bank))
+    try:
+        assert len(sandbox._SPARES) == 4  # two sides, each for the scores and the feedback
+        for _ in range(4):  # every one of them
+            with Worker(submission, import_timeout=10) as worker:
+                worker.request({"kind": "inspect"}, timeout=10)
+            assert seen.read_text() == repr(["f = x * y\n"])
+    finally:
+        sandbox.discard_spares()
+    assert sandbox._SPARES == []
 
 
 @pytest.mark.parametrize("edited", ["engine.py", "bank/product.exercise.yaml", "helper.py"])
