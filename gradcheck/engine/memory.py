@@ -71,10 +71,7 @@ class Held:
         self._growth = 0
         self._usage: tuple[tuple[int, int], ...] | None = None
         #: the size of each file of the user when this was made (none for a worker user)
-        self._before: dict[tuple[int, int], int] = {}
-        if not own:
-            self._before = dict(self._walked()[0])
-            self._growth = 0  # every file is as it was
+        self._before = {} if own else {key: size for key, _, size in self._files()}
         self._ipc_before = set() if own else {(kind, ident) for kind, ident, *_ in self._ipc()}
 
     def bytes(self, pids: Iterable[int]) -> int:
