@@ -187,9 +187,12 @@ def _serve(args: argparse.Namespace, bank: Bank) -> int:
         return grade_and_report(args, bank, args.seed, key)[0]
 
     # imported here once, not in every fork: finite differences, which random programs run
-    # live, and numpy's generators, which draw the points
+    # live, and numpy's generators, which draw the points; and the key's answers decoded, with
+    # the oracles' agreement on them
     oracles.backend("fd")
     importlib.import_module("numpy.random")
+    if key is not None:
+        key.prepare(bank, args.oracles)
     return slots.serve(grade)
 
 

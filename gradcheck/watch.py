@@ -45,6 +45,9 @@ POLL = 0.025
 BANK_LOOKS = 10
 #: seconds the files must stay the same before grading: an editor may write a file in parts
 SETTLE = 0.05
+#: seconds a file that was emptied is given to be written: an editor that saves in place
+#: truncates the file first, and on a busy machine the write can come a while after that
+EMPTIED = 2.0
 
 #: grades a bank at a seed (None: a new one) with an answer key (or None), prints the report;
 #: given a function, calls it with the report once the scores are known, before the feedback
@@ -196,13 +199,20 @@ def _wait_for_change(submission: Path, chosen: Selection, seen: dict[Path, tuple
         now = _snapshot(submission, chosen)
         if now == seen:
             continue
+        patience = time.monotonic() + EMPTIED
         while True:  # let the writing finish
             time.sleep(SETTLE)
             settled = _snapshot(submission, chosen)
-            if settled == now:
+            if settled == now and not (_emptied(seen, settled) and time.monotonic() < patience):
                 return settled, {path for path in settled.keys() | seen.keys()
                                  if settled.get(path) != seen.get(path)}
             now = settled
+
+
+def _emptied(seen: dict[Path, tuple[int, int]], now: dict[Path, tuple[int, int]]) -> bool:
+    """Whether a file that had something in it is empty now: most likely a save in place under
+    way, not yet written (grading it would report everything lost, then grade again)."""
+    return any(size == 0 and seen.get(path, (0, 0))[1] > 0 for path, (_, size) in now.items())
 
 
 def _say(out: TextIO, text: str) -> None:

@@ -15,7 +15,8 @@ from processes import alive, gone_within
 
 from gradcheck.bank.loader import load_bank
 from gradcheck.grading import helper_process
-from gradcheck.grading.grader import GRADIENT_CHECKS, Grader
+from gradcheck.grading.grader import Grader
+from gradcheck.grading.plan import GRADIENT_CHECKS
 from gradcheck.grading.plan import jax_modules, sample_seed
 from gradcheck.oracles import jax_grad, job
 

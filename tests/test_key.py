@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -459,3 +460,34 @@ def test_a_key_holds_no_programs_the_reference_fails_or_another_hypothesis_draws
     key = answer_key.load(tmp_path / "key.json")
     assert "random_programs" not in key.exercises[exercise.id]["checks"]
     assert key.random_programs(exercise) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prepared", [False, True])
+def test_a_key_kept_loaded_grades_each_submission_as_a_key_read_afresh(
+        bank, key, changed, programs_bank, programs_keys, tmp_path, monkeypatch, prepared):
+    """The watch and every job slot of grade-batch keep one key loaded for many gradings: it
+    decodes its answers, and works out the oracles' agreement on them (`Key.agreement`), once,
+    or beforehand (`Key.prepare`, as a job slot does before it forks a grading per submission).
+    Each grading still equals one with the key read afresh: passing and failing engines, the
+    stored random programs replayed and searched live from a difference, and an exercise changed
+    since the key, graded live."""
+    worked_out = []
+    agree = answer_key.compare.agree
+    monkeypatch.setattr(answer_key.compare, "agree",
+                        lambda *args: worked_out.append(args[0]) or agree(*args))
+    for path, runs in [(key, [("reference", bank), (ENGINES / "wrong_mul.py", bank),
+                              ("reference", bank), ("reference", changed)]),
+                       (programs_keys[0], [(mutant(name, tmp_path), programs_bank) for name in
+                                           ("reference", "mul-own-operand", "reference")])]:
+        kept = answer_key.load(path)
+        if prepared:
+            kept.prepare(load_bank(runs[0][1]), None)
+        for number, (engine, folder) in enumerate(runs):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", answer_key.StaleKeyWarning)
+                worked_out.clear()
+                again = graded(engine, folder, key=kept.anew())
+                if engine == "reference" and folder != changed and (prepared or number == 2):
+                    assert worked_out == []  # every agreement was worked out before
+                assert again == graded(engine, folder, key=path)

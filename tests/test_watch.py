@@ -20,7 +20,7 @@ from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.bank.selection import Selection
 from gradcheck.engine import sandbox
 from gradcheck.engine.sandbox import Worker
-from gradcheck.watch import _prestart, _snapshot, _wait_for_change, changes
+from gradcheck.watch import EMPTIED, SETTLE, _prestart, _snapshot, _wait_for_change, changes
 
 sys.path.insert(0, str(Path(__file__).parent / "engines"))
 import mutant  # noqa: E402  (tests/engines: the reference engine with a bug put in)
@@ -108,6 +108,26 @@ def test_a_save_of_the_submission_or_of_an_exercise_is_seen_and_named(tmp_path, 
     now, changed = _wait_for_change(folder, chosen, seen)
     assert changed == {target} and now == _snapshot(folder, chosen)
     assert time.monotonic() - started < 5
+
+
+def test_a_save_in_place_is_graded_once_written_not_while_the_file_is_empty(tmp_path):
+    """An editor that saves in place truncates the file, then writes it; on a busy machine the
+    write may come well after SETTLE. The wait ends with the file written, not emptied; a file
+    that stays empty is graded as it is, after EMPTIED."""
+    bank = write_fd_bank(tmp_path / "bank")
+    submission = tmp_path / "engine.py"
+    submission.write_text("x = 1\n")
+    chosen = Selection([bank])
+    seen = _snapshot(submission, chosen)
+    threading.Timer(0.2, lambda: submission.write_text("")).start()
+    threading.Timer(0.2 + 10 * SETTLE, lambda: submission.write_text("x = 2\n")).start()
+    now, changed = _wait_for_change(submission, chosen, seen)
+    assert changed == {submission} and now[submission][1] == len("x = 2\n")
+    submission.write_text("")
+    started = time.monotonic()
+    now, changed = _wait_for_change(submission, chosen, now)
+    assert changed == {submission} and now[submission][1] == 0
+    assert EMPTIED <= time.monotonic() - started < EMPTIED + 5
 
 
 @pytest.mark.slow  # torch is imported first, once: a few seconds

@@ -13,8 +13,9 @@ resumed batch regrades what was graded against other bytes.
 Why a fork per submission rather than one grader for all: whatever a grading does to gradcheck's
 state (a fault of gradcheck's that corrupts the loaded bank or key, a patched module, a thread
 left behind, a crash) ends with its process; the server that forks the next one grades nothing
-itself. What the fork saves is the imports and the bank's and key's loading, about 0.45 s of CPU
-a submission (BENCHMARKS.md).
+itself. What the fork saves is the imports, the bank's and key's loading, and what every grading
+with the key works out alike (its answers decoded, the oracles' agreement on them:
+`Key.prepare`), about half a second of CPU a submission (BENCHMARKS.md).
 """
 
 from __future__ import annotations

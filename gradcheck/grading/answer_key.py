@@ -18,6 +18,11 @@ submission fails draws and shrinks programs live, against the same two oracles
 drawn program, or hypothesis is another version than the one that built the key, the check's
 programs are all drawn live.
 
+A key kept loaded for many gradings (the watch, a batch's job slot) decodes each stored answer
+once and works out the oracles' agreement on it once (`Key.agreement`; a job slot does both
+before its first grading, `Key.prepare`): derived from the stored answers alone, they are the
+same at every grading.
+
 Every entry carries the sha256 of its exercise file (`Exercise.digest`) and the key carries the
 gradcheck version that built it. An entry is used only for the very file it was built from: an
 exercise that changed since, or that the key lacks, is refused with a `StaleKeyWarning` and graded
@@ -40,7 +45,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -59,19 +64,22 @@ from gradcheck.bank.loader import Bank
 from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.engine import handler
-from gradcheck.grading import score
+from gradcheck.grading import compare, score
 from gradcheck.grading.chain_rule import Walk, WalkError, walk
 from gradcheck.grading.plan import (
+    GRADIENT_CHECKS,
     GraderError,
     jax_modules,
     sample_seed,
     search_options,
     torch_request,
+    wanted_oracles,
 )
 from gradcheck.oracles import OracleResult, Skipped, second_order
-from gradcheck.program.language import parse
+from gradcheck.program.language import Program, parse
 
 if TYPE_CHECKING:
+    from gradcheck.grading.compare import Agreement
     from gradcheck.grading.fuzzing import Answered
 
 #: computes oracles' results live, given their names (what the key does not hold)
@@ -114,6 +122,11 @@ class Key:
     exercises: dict[str, dict[str, Any]]
     path: str = ""
     _refused: dict[str, str] = field(default_factory=dict, repr=False)
+    #: what `oracle_results` and `random_programs` decoded, and the agreements worked out on it
+    #: (`agreement`), kept for every grading with this key: derived from the stored answers
+    #: alone, which never change, so shared by `anew`
+    _decoded: dict[Any, Any] = field(default_factory=dict, repr=False)
+    _agreements: dict[int, tuple[Any, Agreement]] = field(default_factory=dict, repr=False)
 
     def anew(self) -> Key:
         """The same key for another grading (`gradcheck grade --watch` keeps it loaded): its
@@ -147,7 +160,7 @@ class Key:
             self._refuse(exercise, "asks for an oracle the answer key does not hold")
             stored = None
         if stored is not None:
-            return {name: _decode(name, stored[name]) for name in wanted}
+            return self._results(exercise, check, stored, wanted)
         found = live(list(wanted))
         for name, result in found.items():
             if isinstance(result, Skipped):
@@ -173,7 +186,64 @@ class Key:
         stored = self.exercises[exercise.id]["checks"].get("random_programs")
         if stored is None or stored["hypothesis"] != _hypothesis_version():
             return None
-        return [_answered(case) for case in stored["cases"]]
+        return self._cases(exercise, stored)
+
+    def agreement(self, program: Program, results: Mapping[str, OracleResult | Skipped],
+                  *args: Any) -> Agreement:
+        """`compare.agree(program, results, *args)`, worked out once for results this key
+        gave (`oracle_results`, or a case of `random_programs`) and the same arguments: those
+        results are the same at every grading, and so is the oracles' agreement on them.
+        Other results (an exercise graded live) are judged afresh."""
+        asked = (program, *args)
+        known = self._agreements.get(id(results))
+        if known is not None and known[0] is results and known[1] == asked:
+            return known[2]
+        agreement = compare.agree(program, results, *args)
+        if self._decoded.get(("results", id(results))) is results:
+            self._agreements[id(results)] = (results, asked, agreement)
+        return agreement
+
+    def prepare(self, bank: Bank, chosen: Sequence[str] | None) -> None:
+        """Decode the answers the key holds for `bank`, and work out the oracles' agreement
+        on them, as the gradings of a run with `--oracles chosen` will ask for them: a batch's
+        job slot does this once, and every grading it forks inherits them. Nothing is refused
+        here (each grading finds its own refusals, and warns of them)."""
+        for exercise in bank.exercises:
+            entry = self.exercises.get(exercise.id)
+            if _staleness(entry, exercise):
+                continue
+            for name, stored in entry["checks"].items():
+                wanted = wanted_oracles(exercise, name, chosen) if name in GRADIENT_CHECKS else []
+                if wanted and all(oracle in stored for oracle in wanted):
+                    self.agreement(exercise.program, self._results(exercise, name, stored, wanted),
+                                   exercise.grad_names, stored["points"],
+                                   exercise.tolerance.pair(), exercise.convention, None)
+            programs = entry["checks"].get("random_programs")
+            if programs is not None and programs["hypothesis"] == _hypothesis_version():
+                tolerance = search_options(exercise, self.seed)["tolerance"]
+                for case in self._cases(exercise, programs):
+                    drawn = case.session.drawn
+                    self.agreement(drawn.program, case.expected, list(drawn.inputs),
+                                   [drawn.point], tolerance, None, None)
+
+    def _results(self, exercise: Exercise, check: str, stored: dict[str, Any],
+                 wanted: Sequence[str]) -> dict[str, OracleResult | Skipped]:
+        return self._decode_once((exercise.id, check, *wanted), lambda: {
+            name: _decode(name, stored[name]) for name in wanted})
+
+    def _cases(self, exercise: Exercise, stored: dict[str, Any]) -> list[Answered]:
+        return self._decode_once((exercise.id, "random_programs"), lambda: [
+            _answered(case) for case in stored["cases"]])
+
+    def _decode_once(self, key: tuple[Any, ...], decode: Callable[[], Any]) -> Any:
+        """What `decode` gives, the first time for `key`; the results in it are marked as the
+        key's own (`agreement`)."""
+        if key not in self._decoded:
+            decoded = self._decoded[key] = decode()
+            for results in ([case.expected for case in decoded] if isinstance(decoded, list)
+                            else [decoded]):
+                self._decoded["results", id(results)] = results
+        return self._decoded[key]
 
     def torch_record(self, exercise: Exercise, request: dict[str, Any]) -> dict[str, Any] | None:
         """torch's stored reply to a graph or behaviour `request`, or None if refused."""

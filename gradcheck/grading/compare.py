@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -311,15 +311,18 @@ class Grading:
 def grade(program: Program, points: Any, requires_grad: Sequence[str],
           results: Mapping[str, OracleResult | Skipped], found: Sequence[Any],
           tolerance: Tolerances = Tolerances(), convention: str | None = None,
-          directions: Sequence[str] | None = None) -> Grading:
+          directions: Sequence[str] | None = None,
+          agreed: Callable[..., Agreement] | None = None) -> Grading:
     """Grade an engine's answers at a batch of points against the oracles' results there.
 
     `found[i]` is the engine's reply at point i, as plain JSON data:
     `{"value": v, "grads": {name: g | None}, "error": {"type", "message", "phase"} | None}`.
     With `directions`, point i is a point and a direction, as :func:`agree` reads them.
+    `agreed`: what judges the oracles' agreement, in place of :func:`agree` (an answer key's
+    `Key.agreement`, which remembers it).
     """
-    agreement = agree(program, results, requires_grad, points, tolerance, convention,
-                      directions)
+    agreement = (agreed or agree)(program, results, requires_grad, points, tolerance,
+                                  convention, directions)
     n = agreement.n
     if len(found) != n:
         raise ValueError(f"{len(found)} answers for {n} points")

@@ -206,10 +206,12 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
 
 
 def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
-             tolerance: Tolerances, **search_options: Any) -> Search:
+             tolerance: Tolerances, agreed: Callable[..., Any] | None = None,
+             **search_options: Any) -> Search:
     """`search(ask, oracles=oracles, tolerance=tolerance, **search_options)` where `cases` are
     the cases that search draws for an engine that passes every one (module docstring): each
-    judged in order against its stored answers; at the first that differs, or when the engine's
+    judged in order against its stored answers (the oracles' agreement on them judged by
+    `agreed`, as `compare.grade` takes it); at the first that differs, or when the engine's
     time runs out, the live search, given the replies the engine has made."""
     started = time.monotonic()
     asked: list[tuple[dict[str, Any], dict[str, Any] | Failure]] = []
@@ -218,7 +220,7 @@ def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
         asked.append((request, ask(request)))
         return asked[-1][1]
 
-    judge = _Judge(recording, tuple(oracles), tolerance)
+    judge = _Judge(recording, tuple(oracles), tolerance, agreed=agreed)
     try:
         if all(judge.judge(case) is None for case in cases):
             return Search(None, len(cases), time.monotonic() - started, judge.oracles,
@@ -288,8 +290,10 @@ class _Judge:
     """One drawn case run on the engine and on the oracles, compared."""
 
     def __init__(self, ask: Ask, oracles: tuple[str, ...], tolerance: Tolerances,
-                 record: list[Answered] | None = None) -> None:
+                 record: list[Answered] | None = None,
+                 agreed: Callable[..., Any] | None = None) -> None:
         self.ask = ask
+        self.agreed = agreed
         self.oracles = oracles
         self.tolerance = tolerance
         self.behaviour_oracle = "torch" if "torch" in oracles else "reference"
@@ -319,7 +323,7 @@ class _Judge:
             return Finding("value" if reply.phase == "forward" else "gradient", reply.message,
                            case)
         grading = compare.grade(program, [drawn.point], names, answered.expected,
-                                reply["results"], self.tolerance)
+                                reply["results"], self.tolerance, agreed=self.agreed)
         if not grading.passed:
             return Finding(_kind(grading, reply["results"][0], program.output_name),
                            grading.message, case, grading, blocked_by=grading.blocked_by)

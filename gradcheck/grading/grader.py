@@ -45,11 +45,13 @@ from gradcheck.grading import (
 from gradcheck.grading.chain_rule import trace_request
 from gradcheck.grading.digits import number_text
 from gradcheck.grading.plan import (
+    GRADIENT_CHECKS,
     GraderError,
     jax_modules,
     sample_seed,
     search_options,
     torch_request,
+    wanted_oracles,
 )
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.workers import Workers, details_shown
@@ -63,7 +65,6 @@ DEFAULT_TOTAL_TIMEOUT = 480.0
 FRAMEWORKS = ("torch", "jax", "jaxlib")
 Progress = Callable[[str, list[CheckResult]], None]
 #: the checks graded against the oracles' gradients
-GRADIENT_CHECKS = ("gradients", "sampled", "answers")
 #: exercises whose jax work is done in one call when a bank is graded live
 
 
@@ -323,7 +324,8 @@ class Grader:
         options = search_options(exercise, self.seed)
         stored = self.key.random_programs(exercise) if self.key is not None else None
         result = (fuzzing.search(ask, oracles=wanted, **options) if stored is None
-                  else fuzzing.replayed(ask, stored, oracles=wanted, **options))
+                  else fuzzing.replayed(ask, stored, oracles=wanted, agreed=self.key.agreement,
+                                        **options))
         notes = [f"compared with {result.oracle_text}"]
         found = result.found
         if found is not None:
@@ -337,8 +339,7 @@ class Grader:
 
     def _wanted(self, exercise: Exercise, name: str) -> list[str]:
         """The oracles a gradient check is graded against in this run."""
-        return [o for o in getattr(getattr(exercise.checks, name), "oracles", oracles.ORACLES)
-                if self.oracles is None or o in self.oracles]
+        return wanted_oracles(exercise, name, self.oracles)
 
     def _jax_checks(self, exercise: Exercise) -> list[str]:
         """The exercise's gradient and second-order checks that jax grades in this run."""
@@ -424,7 +425,8 @@ class Grader:
             return Outcome("failed", reply.message, [])
         # judged while the worker runs the probe, which it was sent with the request
         grading = compare.grade(program, points, exercise.grad_names, expected.result(),
-                                reply["results"], exercise.tolerance.pair(), exercise.convention)
+                                reply["results"], exercise.tolerance.pair(), exercise.convention,
+                                agreed=self.key.agreement if self.key is not None else None)
         unsteady = self._nondeterminism(exercise, probe, reply["results"][0], budget)
         if unsteady:
             self._detail = {"point": dict(points[0]), "nondeterministic": True}

@@ -13,6 +13,8 @@ from typing import Any, Sequence, TypeVar
 from gradcheck.bank.models import ORACLES, Exercise
 
 JAX_CHUNK = 12
+#: the checks that compare an engine's gradients with the oracles' at points
+GRADIENT_CHECKS = ("gradients", "sampled", "answers")
 T = TypeVar("T")
 
 
@@ -38,6 +40,13 @@ def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:
     for number, check in checks:
         modules.setdefault(number // JAX_CHUNK, []).append(check)
     return [modules[first] for first in sorted(modules)]
+
+
+def wanted_oracles(exercise: Exercise, name: str, chosen: Sequence[str] | None) -> list[str]:
+    """The oracles the check `name` is graded against in a run that asks for `chosen` (None:
+    every one the check names)."""
+    return [o for o in getattr(getattr(exercise.checks, name), "oracles", ORACLES)
+            if chosen is None or o in chosen]
 
 
 def sample_seed(seed: int, exercise_id: str) -> int:

@@ -33,14 +33,13 @@ from gradcheck.grading.chain_rule import Walk, WalkError, walk
 from gradcheck.grading.compare import point_text
 from gradcheck.grading.digits import number_text
 from gradcheck.grading.grader import (
-    GRADIENT_CHECKS,
     Grader,
     GraderError,
     Outcome,
     resolve_submission,
     torch_answer,
 )
-from gradcheck.grading.plan import oracle_list, sample_seed, torch_request
+from gradcheck.grading.plan import GRADIENT_CHECKS, oracle_list, sample_seed, torch_request
 from gradcheck.grading.results import CheckResult
 from gradcheck.reports import beside, graph_picture, points
 
