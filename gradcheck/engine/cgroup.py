@@ -29,6 +29,8 @@ class MemoryCgroup:
         self.path = path
         self.version = version
         self.limit = limit
+        #: the file that counts its kills, open for reading again after every reply
+        self._events: int | None = None
 
     def describe(self) -> str:
         return f"a cgroup v{self.version} memory limit ({self.path})"
@@ -49,7 +51,9 @@ class MemoryCgroup:
         """How many processes the kernel killed in this cgroup for passing its limit."""
         name = "memory.events" if self.version == 2 else "memory.oom_control"
         try:
-            lines = (self.path / name).read_text().splitlines()
+            if self._events is None:
+                self._events = os.open(self.path / name, os.O_RDONLY | os.O_CLOEXEC)
+            lines = os.pread(self._events, 4096, 0).decode().splitlines()
         except OSError:
             return 0
         return next((int(line.split()[1]) for line in lines if line.startswith("oom_kill ")), 0)
@@ -64,6 +68,9 @@ class MemoryCgroup:
 
     def close(self) -> None:
         """Remove the cgroup (its processes must be dead: a dying one may take a moment)."""
+        if self._events is not None:
+            os.close(self._events)
+            self._events = None
         _remove(self.path)
 
 

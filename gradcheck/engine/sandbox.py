@@ -160,6 +160,9 @@ class Worker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
+        #: what one read from the channel lands in, reused: recv(1 MB) would allocate (and map)
+        #: a megabyte for every reply, however short
+        self._chunk = memoryview(bytearray(1 << 20))
         self._eof = False
         #: a request sent ahead (`request(..., then=...)`) whose reply is not read yet
         self._ahead: Mapping[str, Any] | None = None
@@ -409,13 +412,13 @@ class Worker:
             return
         self._sock.settimeout(wait)
         try:
-            chunk = self._sock.recv(1 << 20)
+            size = self._sock.recv_into(self._chunk)
         except TimeoutError:
             return
         except ConnectionResetError:  # it died with a request unread: as the end of the channel
-            chunk = b""
-        self._eof = not chunk
-        self._buffer += chunk
+            size = 0
+        self._eof = not size
+        self._buffer += self._chunk[:size]
 
     @property
     def _phase(self) -> str:
