@@ -208,6 +208,7 @@ class Key:
         on them, as the gradings of a run with `--oracles chosen` will ask for them: a batch's
         job slot does this once, and every grading it forks inherits them. Nothing is refused
         here (each grading finds its own refusals, and warns of them)."""
+        chosen = tuple(chosen) if chosen else None  # as the Grader takes them
         for exercise in bank.exercises:
             entry = self.exercises.get(exercise.id)
             if _staleness(entry, exercise):
