@@ -572,6 +572,11 @@ class Worker:
         """Keep the head of what was printed, count the rest, and empty the files."""
         self._printed = 0
         for name, kept in self._kept.items():
+            try:
+                if os.stat(self._dir / name).st_size == 0:  # most replies print nothing
+                    continue
+            except OSError:  # as the open below would fail
+                pass
             with open(self._dir / name, "rb+") as f:
                 size = os.fstat(f.fileno()).st_size
                 data = f.read(min(size, max(self.keep_output - len(kept), 0)))
