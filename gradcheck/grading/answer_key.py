@@ -126,7 +126,8 @@ class Key:
     #: (`agreement`), kept for every grading with this key: derived from the stored answers
     #: alone, which never change, so shared by `anew`
     _decoded: dict[Any, Any] = field(default_factory=dict, repr=False)
-    _agreements: dict[int, tuple[Any, Agreement]] = field(default_factory=dict, repr=False)
+    _agreements: dict[int, tuple[Any, tuple[Any, ...], Agreement]] = field(default_factory=dict,
+                                                                      repr=False)
 
     def anew(self) -> Key:
         """The same key for another grading (`gradcheck grade --watch` keeps it loaded): its
