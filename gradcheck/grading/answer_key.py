@@ -122,12 +122,13 @@ class Key:
     exercises: dict[str, dict[str, Any]]
     path: str = ""
     _refused: dict[str, str] = field(default_factory=dict, repr=False)
-    #: what `oracle_results` and `random_programs` decoded, and the agreements worked out on it
-    #: (`agreement`), kept for every grading with this key: derived from the stored answers
-    #: alone, which never change, so shared by `anew`
-    _decoded: dict[Any, Any] = field(default_factory=dict, repr=False)
-    _agreements: dict[int, tuple[Any, tuple[Any, ...], Agreement]] = field(default_factory=dict,
-                                                                      repr=False)
+    #: what `oracle_results` and `random_programs` decoded; and, by the id of each oracles'
+    #: results in it, those results, the arguments of the agreement last worked out on them and
+    #: that agreement (None until `agreement` is asked). Derived from the stored answers alone,
+    #: which never change, so kept for every grading with this key, and shared by `anew`.
+    _decoded: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    _own: dict[int, tuple[Any, tuple[Any, ...] | None, Agreement | None]] = field(
+        default_factory=dict, repr=False)
 
     def anew(self) -> Key:
         """The same key for another grading (`gradcheck grade --watch` keeps it loaded): its
@@ -195,14 +196,13 @@ class Key:
         gave (`oracle_results`, or a case of `random_programs`) and the same arguments: those
         results are the same at every grading, and so is the oracles' agreement on them.
         Other results (an exercise graded live) are judged afresh."""
+        own = self._own.get(id(results))
+        if own is None or own[0] is not results:
+            return compare.agree(program, results, *args)
         asked = (program, *args)
-        known = self._agreements.get(id(results))
-        if known is not None and known[0] is results and known[1] == asked:
-            return known[2]
-        agreement = compare.agree(program, results, *args)
-        if self._decoded.get(("results", id(results))) is results:
-            self._agreements[id(results)] = (results, asked, agreement)
-        return agreement
+        if own[1] != asked:
+            self._own[id(results)] = (results, asked, compare.agree(program, results, *args))
+        return self._own[id(results)][2]
 
     def prepare(self, bank: Bank, chosen: Sequence[str] | None) -> None:
         """Decode the answers the key holds for `bank`, and work out the oracles' agreement
@@ -231,20 +231,21 @@ class Key:
     def _results(self, exercise: Exercise, check: str, stored: dict[str, Any],
                  wanted: Sequence[str]) -> dict[str, OracleResult | Skipped]:
         return self._decode_once((exercise.id, check, *wanted), lambda: {
-            name: _decode(name, stored[name]) for name in wanted})
+            name: _decode(name, stored[name]) for name in wanted}, lambda results: [results])
 
     def _cases(self, exercise: Exercise, stored: dict[str, Any]) -> list[Answered]:
         return self._decode_once((exercise.id, "random_programs"), lambda: [
-            _answered(case) for case in stored["cases"]])
+            _answered(case) for case in stored["cases"]],
+            lambda cases: [case.expected for case in cases])
 
-    def _decode_once(self, key: tuple[Any, ...], decode: Callable[[], Any]) -> Any:
-        """What `decode` gives, the first time for `key`; the results in it are marked as the
-        key's own (`agreement`)."""
+    def _decode_once(self, key: tuple[Any, ...], decode: Callable[[], Any],
+                     results_in: Callable[[Any], list[Any]]) -> Any:
+        """What `decode` gives, the first time for `key`; the oracles' results `results_in`
+        finds in it become the key's own (`agreement`)."""
         if key not in self._decoded:
-            decoded = self._decoded[key] = decode()
-            for results in ([case.expected for case in decoded] if isinstance(decoded, list)
-                            else [decoded]):
-                self._decoded["results", id(results)] = results
+            self._decoded[key] = decode()
+            for results in results_in(self._decoded[key]):
+                self._own[id(results)] = (results, None, None)
         return self._decoded[key]
 
     def torch_record(self, exercise: Exercise, request: dict[str, Any]) -> dict[str, Any] | None:

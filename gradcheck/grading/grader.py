@@ -64,8 +64,6 @@ DEFAULT_TOTAL_TIMEOUT = 480.0
 #: what a submission graded from an answer key cannot import (docs/security.md)
 FRAMEWORKS = ("torch", "jax", "jaxlib")
 Progress = Callable[[str, list[CheckResult]], None]
-#: the checks graded against the oracles' gradients
-#: exercises whose jax work is done in one call when a bank is graded live
 
 
 def resolve_submission(submission: str | Path) -> Path:
