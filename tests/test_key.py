@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from grading_samples import BROKEN, CUBE, PRODUCT, write_bank
 
-from gradcheck.bank.bundled import bank_dir, reference_path
+from gradcheck.bank.bundled import bank_dir, reference_path, starter_path
 from gradcheck.bank.loader import load_bank
 from gradcheck.cli import main
 from gradcheck.course.mutants import CATALOGUE
@@ -180,7 +180,7 @@ def test_without_torch_and_jax_a_stale_exercise_is_skipped_saying_why(changed, k
     run = run_python(f"""\
         import json, sys
         sys.modules["torch"] = sys.modules["jax"] = None  # as on a machine without them
-        from gradcheck.bank.bundled import bank_dir, reference_path
+        from gradcheck.bank.bundled import bank_dir, reference_path, starter_path
         from gradcheck.bank.loader import load_bank
         from gradcheck.grading.grader import Grader
         with Grader("reference", key={str(key)!r}) as grader:
@@ -319,6 +319,51 @@ def test_second_derivatives_from_the_key_grade_as_live(bundled_key, engine, tmp_
     assert graded(submission, higher, key=bundled_key) == live
     hessian = [status for _, check, status, *_ in live if check == "hessian"]
     assert len(hessian) >= 5 and (set(hessian) == {"passed"}) == (engine == "reference")
+
+
+def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
+    """A keyed grading's results, every request the grader asked its workers in order, how many
+    went with the one before (`then`), and how many of those were not asked after all."""
+    requests, unasked = [], []
+    request, close = Worker.request, Worker.close
+
+    def recorded(worker, sent, timeout, then=None):
+        requests.append((json.dumps(sent), then is not None))
+        return request(worker, sent, timeout, then)
+
+    monkeypatch.setattr(Worker, "request", recorded)
+    monkeypatch.setattr(Worker, "close", lambda worker: unasked.append(worker.unasked) or close(worker))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", answer_key.StaleKeyWarning)
+        with Grader(submission, seed=SEED, timeout=120, key=key) as grader:
+            grader.lookahead = lookahead
+            report = grader.grade_bank(load_bank(folder), feedback_later=feedback_later)
+            grader.give_feedback(report)
+    monkeypatch.undo()
+    results = [(r.exercise_id, r.check, r.status, r.score, r.message) for r in report.results]
+    return results, [sent for sent, _ in requests], sum(ahead for _, ahead in requests), unasked
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine, feedback_later", [
+    ("reference", True), ("wrong_mul", False), ("wrong_mul", True), ("odd_set_order", True),
+    ("starter", False), ("changed", False)])
+def test_a_request_sent_ahead_is_the_one_the_grading_sends_next(
+        bundled_key, bank, key, changed, engine, feedback_later, monkeypatch):
+    """Each check's last request goes with the first of the next check that sends one
+    (`Grader.lookahead`), so that the worker answers it while the grader judges. The engine
+    meets exactly the requests of a grading without it, in the same order, and no request sent
+    ahead goes unasked: a passing and a failing engine, with the feedback of failed checks at
+    once (which asks the engine more) or later (the watch), a nondeterministic engine, the
+    starter (no higher-order protocol: `inspect` decides what is asked), and a bank with an
+    exercise changed since its key and one added, graded live."""
+    folder, path = (changed, key) if engine == "changed" else (bank_dir(), bundled_key)
+    submission = {"reference": "reference", "changed": "reference",
+                  "starter": starter_path() / "engine.py"}.get(engine, ENGINES / f"{engine}.py")
+    plain = asked(submission, folder, path, False, feedback_later, monkeypatch)
+    ahead = asked(submission, folder, path, True, feedback_later, monkeypatch)
+    assert ahead[:2] == plain[:2]
+    assert set(ahead[3]) == {0} and ahead[2] > plain[2]
 
 
 # --- random programs ----------------------------------------------------------------------------

@@ -110,17 +110,21 @@ def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kin
 
 
 def test_a_request_sent_ahead_is_answered_as_if_sent_in_its_turn():
-    """`then`: the next request goes with this one; its reply is the one it gets in its turn.
-    Another request first drops it; one too large to send ahead goes in its turn."""
-    many = {**gradients(ADD_EXP), "points": POINTS * 400}
-    assert len(json.dumps(many)) > sandbox.AHEAD_BYTES
+    """`then`: the next request goes with this one; its reply is the one it gets in its turn,
+    asked as the same object or as one built alike. Another request first drops it (counted in
+    `unasked`); one too large to send ahead goes in its turn."""
+    many = {**gradients(ADD_EXP), "points": POINTS * 20000}
     with worker("tiny") as w:
-        for then in (gradients(ADD_EXP), many):
+        w.request(INSPECT, timeout=5)
+        assert len(json.dumps(many)) > w.ahead_bytes >= 48 << 10  # a vector request fits
+        for then, asked in ((gradients(ADD_EXP), gradients(ADD_EXP)), (many, many)):
             assert w.request(gradients(MUL_EXP), timeout=5, then=then) == torch_reply(
                 gradients(MUL_EXP))
-            assert w.request(then, timeout=5) == torch_reply(then)
+            assert w.request(asked, timeout=5) == torch_reply(then)
+        assert w.unasked == 0
         w.request(gradients(MUL_EXP), timeout=5, then=gradients(ADD_EXP))
         assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
+        assert w.unasked == 1
         assert w.request(gradients(ADD_EXP), timeout=5) == torch_reply(gradients(ADD_EXP))
         assert w.starts == 1
 

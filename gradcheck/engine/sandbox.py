@@ -76,9 +76,14 @@ from gradcheck.engine.worker import (
 )
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
-#: the largest request sent ahead of its turn: far less than a socket's buffer, so that sending
-#: it never waits for the busy worker to read
-AHEAD_BYTES = 16 << 10
+#: the send buffer asked for the grader's end of a worker's channel (the kernel may give less:
+#: net.core.wmem_max)
+CHANNEL_BUFFER = 1 << 20
+#: a request is sent ahead of its turn only if it takes at most this share of the channel's
+#: send buffer: it and the request before it, should the worker not have read that yet, then
+#: fit in it, so that sending it never waits for the busy worker to read (a vector request of
+#: 3,000 elements is about 45 kB; the kernel's default buffer, about 208 kB)
+AHEAD_SHARE = 4
 #: crashes in a row after which the worker is not restarted: an engine that crashes on every
 #: request, and takes seconds to import, would otherwise make a bank take hours
 MAX_CRASHES = 3
@@ -160,12 +165,18 @@ class Worker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
+        self._frame_bytes = 0  # the size of the last frame read
         #: what one read from the channel lands in, reused: recv(1 MB) would allocate (and map)
         #: a megabyte for every reply, however short
         self._chunk = memoryview(bytearray(1 << 20))
         self._eof = False
-        #: a request sent ahead (`request(..., then=...)`) whose reply is not read yet
-        self._ahead: Mapping[str, Any] | None = None
+        #: the frame of a request sent ahead (`request(..., then=...)`) whose reply is not read
+        #: yet
+        self._ahead: bytes | None = None
+        #: the largest request sent ahead on the running worker's channel (AHEAD_SHARE)
+        self.ahead_bytes = 0
+        #: requests sent ahead that the grader did not ask for after all (`request`)
+        self.unasked = 0
         #: the grader's end of the phase file (`_phase`), open while a worker runs
         self._phase_fd: int | None = None
         self._next_scan = 0.0
@@ -230,11 +241,16 @@ class Worker:
         """The worker's reply to `request` (see gradcheck.engine.requests), or why there is none.
         `then`: the request the grader will send next whatever this reply says, unless it is a
         failure (which stops the worker): sent now, so that the worker works on it while the
-        grader reads this reply; the next call, `request(then, ...)`, waits for its reply (its
-        timeout counted from that call; another request first drops that reply).
+        grader reads this reply; the next call with a request of the same bytes (the same
+        object, or one built alike) waits for its reply, its timeout counted from that call.
+        Another request first drops that reply (`unasked` counts them: the engine answered a
+        request the grading did not need).
 
         Raises gradcheck.engine.requests.RequestError for a malformed request (a grader bug)."""
-        wire.check_request(request)
+        packed = self._sent_ahead(request)
+        if packed is None:  # else it was checked as `then`
+            wire.check_request(request)
+            packed = pack(dict(request))
         if then is not None:
             wire.check_request(then)
         if self.import_failure is not None:
@@ -245,7 +261,7 @@ class Worker:
         left = math.inf if self.deadline is None else self.deadline - time.monotonic()
         if left <= 0:
             return Failure("deadline", "not run: the submission's time ran out", "")
-        reply = self._request(request, min(timeout, left), then)
+        reply = self._request(request, packed, min(timeout, left), then)
         if isinstance(reply, Failure) and reply.kind == "timeout" and left < timeout:
             reply = dataclasses.replace(reply, kind="deadline", message=(
                 f"the submission's time ran out {_where(reply.phase)}"))
@@ -255,7 +271,17 @@ class Worker:
             self.crashes = 0
         return reply
 
-    def _request(self, request: Mapping[str, Any], timeout: float,
+    def _sent_ahead(self, request: Mapping[str, Any]) -> bytes | None:
+        """The frame of the request sent ahead, if `request` is that request."""
+        if self._ahead is None:
+            return None
+        try:
+            packed = pack(dict(request))
+        except (TypeError, ValueError):  # not a request at all: `check_request` says why
+            return None
+        return packed if packed == self._ahead else None
+
+    def _request(self, request: Mapping[str, Any], packed: bytes, timeout: float,
                  then: Mapping[str, Any] | None) -> dict[str, Any] | Failure:
         if self._proc is None:
             failure = self._start()
@@ -265,18 +291,19 @@ class Worker:
                 return failure
         deadline = time.monotonic() + timeout
         assert self._sock is not None
-        if self._ahead is not None and request is not self._ahead:
+        if self._ahead is not None and packed != self._ahead:
             # not asked for after all (a fault of the grader's in between): its reply is dropped
+            self.unasked += 1
             frame = self._wait(deadline, timeout)
             if isinstance(frame, Failure):
                 return frame
             self._ahead = None
-        sent, self._ahead = request is self._ahead, then
+        sent, self._ahead = self._ahead is not None, None
         try:
             self._sock.settimeout(timeout)
             if not sent:  # else it was sent with the request before, and may be running
                 self._phase = "start"
-                self._sock.sendall(pack(dict(request)))
+                self._sock.sendall(packed)
         except TimeoutError:  # the worker stopped reading requests
             return self._fail("timeout", f"timed out after {timeout:g} s {self._where()}")
         except OSError:
@@ -285,13 +312,12 @@ class Worker:
             return self._fail("protocol", f"the engine closed the grader's channel "
                               f"{self._where()}")
         ahead = pack(dict(then)) if then is not None else b""
-        if len(ahead) > AHEAD_BYTES:  # it could fill the channel while the worker is busy
-            self._ahead = None
-        elif ahead:
+        if ahead and len(ahead) <= self.ahead_bytes:  # a larger one could fill the channel
             try:
                 self._sock.sendall(ahead)
+                self._ahead = ahead
             except OSError:  # it stopped reading, or died: the wait for the reply finds why
-                self._ahead = None
+                pass
         frame = self._wait(deadline, timeout)
         if isinstance(frame, Failure):
             return frame
@@ -333,6 +359,8 @@ class Worker:
         if self._cgroup is not None:
             self._oom_kills = self._cgroup.oom_kills()
         self._proc, self._sock, self._phase_fd = started.proc, started.sock, started.phase_fd
+        self.ahead_bytes = self._sock.getsockopt(socket.SOL_SOCKET,
+                                                 socket.SO_SNDBUF) // AHEAD_SHARE
         self._since = started.since
         self._buffer.clear()
         self._eof = False
@@ -450,6 +478,7 @@ class Worker:
             return None
         body = bytes(self._buffer[HEADER.size:end])
         del self._buffer[:end]
+        self._frame_bytes = len(body)
         try:
             return wire.read_frame(body)
         except wire.ProtocolError:
@@ -503,7 +532,10 @@ class Worker:
                 wire.check_reply(request, frame["reply"])
             except wire.ProtocolError as exc:
                 return self._fail("protocol", f"the engine sent a {exc} {self._where()}")
-            # an honest engine's messages are this short already (run.error_record)
+            # an honest engine's messages are this short already (run.error_record), and no
+            # string is longer than the frame
+            if self._frame_bytes <= run.MAX_MESSAGE:
+                return frame["reply"]
             return wire.cut_strings(frame["reply"], run.MAX_MESSAGE)
         record = frame.get("fatal")
         if set(frame) == {"fatal"} and isinstance(record, dict) and all(
@@ -746,6 +778,7 @@ class _Interpreter:
         """Start one in `folder` (from `_folder`): its output, phase file, and home; `join`:
         the descriptor of the cgroup it joins first (gradcheck.engine.cgroup), if any."""
         parent, child = socket.socketpair()
+        parent.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_BUFFER)
         streams = {name: os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                    for name in ("stdout", "stderr")}
         phase_fd = os.open(folder / "phase", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -110,7 +110,8 @@ def read_frame(body: bytes) -> dict[str, Any]:
         raise ProtocolError("frame that is not JSON") from None
     if not isinstance(frame, dict):
         raise ProtocolError("frame that is not a JSON object")
-    return cut_strings(frame, MAX_TEXT)
+    # no string of a frame has more characters than the frame has bytes
+    return frame if len(body) <= MAX_TEXT else cut_strings(frame, MAX_TEXT)
 
 
 def cut_strings(value: Any, limit: int) -> Any:

@@ -10,13 +10,16 @@ oracles (or torch's record of a graph or behaviour check) are computed while the
 the same check, and, grading a bank live, jax works ahead on the exercises to come, a dozen
 exercises at a time: in a helper process that also draws the sampled points
 (`gradcheck.grading.helper_process`), or, in a process that has jax imported already, in a thread. Every result
-still comes from the same oracle at the same points.
+still comes from the same oracle at the same points. Grading with a key, the worker is sent the
+request that follows a check with the check's last one (`Grader.lookahead`), so it answers while
+this process judges; it still meets the same requests in the same order.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import itertools
 import json
 import secrets
 import time
@@ -47,6 +50,8 @@ from gradcheck.grading.digits import number_text
 from gradcheck.grading.plan import (
     GRADIENT_CHECKS,
     GraderError,
+    gradients_request,
+    hessian_request,
     jax_modules,
     sample_seed,
     search_options,
@@ -140,6 +145,12 @@ class Grader:
         #: feedback `give_feedback` works out, each with the function that does it
         self._later: list[tuple[Exercise, CheckResult, Callable[[], tuple[str, dict]]]] = []
         self._feedback_later = False
+        #: send the request that follows a check's last one with it (`_following`), so that the
+        #: worker answers it while this process judges the reply before: on two cores the
+        #: two then work at once, and the engine meets the same requests in the same order
+        self.lookahead = True
+        #: while `grade_bank` grades an exercise: the exercises after it on its worker, in order
+        self._upcoming: list[Exercise] | None = None
 
     def __enter__(self) -> Grader:
         return self
@@ -161,6 +172,20 @@ class Grader:
         self._submitted = [future for future in self._submitted if not future.done()]
         self._submitted.append(oracle_threads.lane(lane).submit(function, *args))
         return self._submitted[-1]
+
+    def _oracles_meanwhile(self, exercise: Exercise, function: Callable[..., Any], *args: Any
+                           ) -> Future:
+        """`function(*args)`, the oracles' answers for a check of `exercise`, worked out while
+        the worker answers the check: on an oracle thread; or here, now, when the answer key
+        holds the exercise, as reading them costs less than the thread's hand-offs."""
+        if self.key is None or self.key.refusal(exercise):
+            return self._in_background("gradcheck-oracles", function, *args)
+        read: Future = Future()
+        try:
+            read.set_result(function(*args))
+        except Exception as error:  # raised where the thread's would be: at `result()`
+            read.set_exception(error)
+        return read
 
     @property
     def import_error(self) -> str:
@@ -259,9 +284,13 @@ class Grader:
                        key=lambda number: (not details_shown(bank.exercises[number]),
                                            bool(self._jax_checks(bank.exercises[number]))))
         graded: dict[int, list[CheckResult]] = {}
-        for number in order:
+        for place, number in enumerate(order):
             exercise = bank.exercises[number]
-            graded[number] = self.grade_exercise(exercise)
+            self._upcoming = [bank.exercises[later] for later in order[place + 1:]]
+            try:
+                graded[number] = self.grade_exercise(exercise)
+            finally:
+                self._upcoming = None
             report.duration = time.monotonic() - started
             if progress:
                 progress(exercise.id, graded[number])
@@ -413,24 +442,25 @@ class Grader:
                    ) -> Outcome:
         program = exercise.program
         # The oracles work while the worker does: on two cores, neither waits for the other.
-        expected = self._in_background("gradcheck-oracles", self._oracle_results, exercise,
+        expected = self._oracles_meanwhile(exercise, self._oracle_results, exercise,
                                        check, points, wanted, early)
-        probe = self._probe(exercise, points[0])
-        reply = self._ask(exercise, {"kind": "gradients", "program": program.spec(),
-                                     "points": points, "requires_grad": exercise.grad_names},
-                          budget, then=probe)
+        probe = gradients_request(exercise, [points[0], points[0]])
+        reply = self._ask(exercise, gradients_request(exercise, points), budget, then=probe)
         if isinstance(reply, Failure):
             return Outcome("failed", reply.message, [])
         # judged while the worker runs the probe, which it was sent with the request
         grading = compare.grade(program, points, exercise.grad_names, expected.result(),
                                 reply["results"], exercise.tolerance.pair(), exercise.convention,
                                 agreed=self.key.agreement if self.key is not None else None)
-        unsteady = self._nondeterminism(exercise, probe, reply["results"][0], budget)
+        skipped = grading.count("skipped") == len(points) or grading.nothing_graded
+        # the probe is the check's last request unless its feedback asks for more now
+        last = skipped or grading.passed or grading.float32 or self._feedback_later
+        unsteady = self._nondeterminism(exercise, probe, reply["results"][0], budget, last)
         if unsteady:
             self._detail = {"point": dict(points[0]), "nondeterministic": True}
             return Outcome("failed", _with_hint(f"{unsteady}\n{grading.message}", exercise, self._check),
                            grading.author_notes)
-        if grading.count("skipped") == len(points) or grading.nothing_graded:
+        if skipped:
             return Outcome("skipped", grading.message, grading.author_notes)
         if grading.passed:
             return Outcome("passed", grading.message, grading.author_notes)
@@ -488,12 +518,10 @@ class Grader:
         names = exercise.grad_names
         rows, _, labels = second_order.expand(points, second_order.directions(
             exercise.program, names, check.vector))
-        expected = self._in_background("gradcheck-oracles", self._second_order_results,
+        expected = self._oracles_meanwhile(exercise, self._second_order_results,
                                        exercise, points, self._ahead.pop((exercise.id,
                                                                           "hessian"), None))
-        reply = self._ask(exercise, {"kind": "hessian", "program": exercise.program.spec(),
-                                     "points": points, "requires_grad": names,
-                                     "vector": check.vector}, budget)
+        reply = self._ask(exercise, hessian_request(exercise, points), budget, last=True)
         if isinstance(reply, Failure):
             return Outcome("failed", reply.message, [])
         grading = compare.grade(exercise.program, rows, names, expected.result(),
@@ -540,7 +568,7 @@ class Grader:
         record = self._torch_record(exercise, request)
         if isinstance(record, str):
             return Outcome("skipped", record, [record])
-        reply = self._ask(exercise, request, budget)
+        reply = self._ask(exercise, request, budget, last=True)
         expected = record.result()  # torch ran while the worker did
         if isinstance(reply, Failure):
             return Outcome("failed", reply.message, [])
@@ -578,9 +606,12 @@ class Grader:
         return self._torch_records[cache_key]
 
     def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget,
-             then: dict[str, Any] | None = None) -> dict[str, Any] | Failure:
+             then: dict[str, Any] | None = None, last: bool = False
+             ) -> dict[str, Any] | Failure:
         """The worker's reply to `request` within the exercise's `budget`; `then`: the request
-        sent next whatever the reply (`Worker.request`)."""
+        sent next whatever the reply (`Worker.request`); `last`: the check sends no other request
+        after this one, whatever its reply, so the one that follows it goes with it, when it is
+        known (`_following`)."""
         remaining = budget.seconds - budget.spent
         if remaining <= 0:
             return Failure("timeout", f"not run: the exercise's {budget.seconds:g} s ran out "
@@ -588,6 +619,8 @@ class Grader:
         worker = self.workers.for_exercise(exercise)
         if self.total_timeout is not None and self.workers.deadline is None:
             self.workers.deadline = worker.deadline = time.monotonic() + self.total_timeout
+        if last and then is None:
+            then = self._following(exercise)
         started, importing = time.monotonic(), worker.import_seconds
         reply = worker.request(request, timeout=remaining, then=then)
         budget.spent += time.monotonic() - started - (worker.import_seconds - importing)
@@ -601,19 +634,54 @@ class Grader:
                                                       f"{where}")
         return reply
 
-    @staticmethod
-    def _probe(exercise: Exercise, point: dict[str, Any]) -> dict[str, Any]:
-        """The determinism probe's request: the backward at `point`, twice."""
-        return {"kind": "gradients", "program": exercise.program.spec(), "points": [point, point],
-                "requires_grad": exercise.grad_names}
+    def _following(self, exercise: Exercise) -> dict[str, Any] | None:
+        """The request this grading sends after the check being graded, known before its reply
+        is read: the first request of the next check that sends one, in this exercise or the
+        next ones on the same worker. None if it depends on a reply yet to come (a random
+        programs search, which is replayed case by case, or an `inspect` under way), if the
+        next check is on the other worker, or outside a keyed grading of a bank (live, each
+        check's oracles and torch records are worked out as it comes)."""
+        if not self.lookahead or self.key is None or self._upcoming is None:
+            return None
+        names = exercise.checks.present()
+        side = details_shown(exercise)
+        same_worker = itertools.takewhile(lambda other: details_shown(other) == side,
+                                          self._upcoming)
+        later = itertools.chain(((exercise, name) for name in names[names.index(self._check) + 1:]),
+                                ((other, name) for other in same_worker
+                                 for name in other.checks.present()))
+        for other, name in later:
+            opening = self._opening(other, name)
+            if opening is not _SILENT:
+                return opening
+        return None
+
+    def _opening(self, exercise: Exercise, name: str) -> dict[str, Any] | None | object:
+        """The first request the check `name` of `exercise` will send (`grade_exercise`), built as
+        the check builds it; _SILENT if it sends none; None if that is not known yet."""
+        needed = higher_order_needs(exercise, name)
+        missing = self._missing.get(details_shown(exercise))
+        if needed and missing is None:
+            return {"kind": "inspect"}  # `_absent_higher_order` asks first
+        if needed and any(piece in needed for piece in missing):
+            return _SILENT
+        if name in GRADIENT_CHECKS:
+            return gradients_request(exercise, self._points(exercise, name))
+        if name == "hessian":
+            return hessian_request(exercise, self._points(exercise, name))
+        if name in ("graph", "behaviour"):
+            request = torch_request(exercise, name, sample_seed(self.seed, exercise.id))
+            return _SILENT if isinstance(self._torch_record(exercise, request), str) else request
+        return None
 
     def _nondeterminism(self, exercise: Exercise, probe: dict[str, Any], first: Any,
-                        budget: _Budget) -> str:
+                        budget: _Budget, last: bool) -> str:
         """The determinism probe (like torch's reentrancy check, with nondet_tol 0): the same
         backward at the check's first point, twice more, must give the same numbers as the
-        first time; else a sentence saying what it gave. Its time is not the check's."""
+        first time; else a sentence saying what it gave. Its time is not the check's. `last`:
+        the check asks nothing after it (`_ask`)."""
         point = probe["points"][0]
-        again = self._ask(exercise, probe, _Budget(budget.seconds))
+        again = self._ask(exercise, probe, _Budget(budget.seconds), last=last)
         if isinstance(again, Failure) or first.get("error"):
             return ""
         out = exercise.program.output_name
@@ -651,6 +719,10 @@ class Grader:
         details = "; ".join(missing[name] for name in absent)
         return (f"your engine is missing {', '.join(absent)}, which this check uses "
                 f"({details}). Implement it to earn these points.", _piece(absent[0]))
+
+
+#: `Grader._opening` of a check that sends no request
+_SILENT = object()
 
 
 class Outcome(NamedTuple):

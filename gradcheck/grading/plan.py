@@ -1,5 +1,5 @@
 """What a grading asks, the same live and when an answer key is built: the seed of each
-exercise's sampled points, the request of a graph or behaviour check, the modules jax compiles
+exercise's sampled points, the requests of the checks, the modules jax compiles
 the checks in, the arguments of a random-program search, and the error for a grading that
 cannot run at all.
 """
@@ -54,6 +54,18 @@ def sample_seed(seed: int, exercise_id: str) -> int:
     and the same run seed always gives the same ones (what an answer key relies on)."""
     digest = hashlib.sha256(f"{seed}:{exercise_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
+
+
+def gradients_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The request of a gradient check at `points` (the determinism probe's too)."""
+    return {"kind": "gradients", "program": exercise.program.spec(), "points": points,
+            "requires_grad": exercise.grad_names}
+
+
+def hessian_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The request of a `hessian` check at `points`."""
+    return {"kind": "hessian", "program": exercise.program.spec(), "points": points,
+            "requires_grad": exercise.grad_names, "vector": exercise.checks.hessian.vector}
 
 
 def torch_request(exercise: Exercise, name: str, seed: int = 0) -> dict[str, Any]:
