@@ -47,8 +47,7 @@ class Census:
 def _last_pid() -> int | None:
     """The process id the kernel handed out last (a thread takes one too), or None if unknown."""
     try:
-        with open("/proc/loadavg", "rb") as f:
-            return int(f.read().split()[4])
+        return int(memory.read_whole("/proc/loadavg").split()[4])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -107,8 +106,7 @@ def uses_more_than(members: list[tuple[int, int, int]], limit: int,
 def _stat(pid: int) -> list[bytes] | None:
     """The fields of /proc/PID/stat after the command's name (state first), or None."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
+        data = memory.read_whole(f"/proc/{pid}/stat")
     except OSError:
         return None
     return data[data.rindex(b")") + 2:].split()

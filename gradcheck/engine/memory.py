@@ -248,11 +248,23 @@ def _size(info: os.stat_result) -> int:
     return info.st_blocks * 512 + INODE
 
 
+def read_whole(path: str) -> bytes:
+    """A small file's bytes (a /proc entry), read without a buffered file object, which costs
+    as much again: the grader reads a few after every reply."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _table(path: str) -> list[dict[str, str]]:
     """The rows of a /proc/sysvipc table, by column name."""
     try:
-        with open(path) as f:
-            header, *rows = f.read().splitlines()
+        header, *rows = read_whole(path).decode().splitlines()
     except (OSError, ValueError):
         return []
     names = header.split()
