@@ -659,11 +659,10 @@ class Grader:
     def _opening(self, exercise: Exercise, name: str) -> dict[str, Any] | None | object:
         """The first request the check `name` of `exercise` will send (`grade_exercise`), built as
         the check builds it; _SILENT if it sends none; None if that is not known yet."""
-        needed = higher_order_needs(exercise, name)
-        missing = self._missing.get(details_shown(exercise))
-        if needed and missing is None:
+        absent = self._absent(exercise, name)
+        if absent is None:
             return {"kind": "inspect"}  # `_absent_higher_order` asks first
-        if needed and any(piece in needed for piece in missing):
+        if absent:
             return _SILENT
         if name in GRADIENT_CHECKS:
             return gradients_request(exercise, self._points(exercise, name))
@@ -703,22 +702,28 @@ class Grader:
         """What of the higher-order protocol a check needs (`higher_order_needs`) and the
         engine lacks, as a message, or ''; and the piece as reports name it (`blocked_by`).
         Everything else an engine lacks is found by use (gradcheck.grading.uses)."""
-        needed = higher_order_needs(exercise, check)
-        if not needed:
-            return "", ""
         side = details_shown(exercise)
-        if side not in self._missing:
+        absent = self._absent(exercise, check)
+        if absent is None:
             reply = self._ask(exercise, {"kind": "inspect"}, budget)
             if isinstance(reply, Failure):
                 return reply.message, ""
             self._missing[side] = dict(reply.get("details", {}))
-        missing = self._missing[side]
-        absent = [name for name in missing if name in needed]
+            absent = self._absent(exercise, check)
         if not absent:
             return "", ""
-        details = "; ".join(missing[name] for name in absent)
+        details = "; ".join(self._missing[side][name] for name in absent)
         return (f"your engine is missing {', '.join(absent)}, which this check uses "
                 f"({details}). Implement it to earn these points.", _piece(absent[0]))
+
+    def _absent(self, exercise: Exercise, check: str) -> list[str] | None:
+        """What of the higher-order protocol the check needs and the engine lacks (none: []);
+        None while the engine's worker side has not been asked (`inspect`)."""
+        needed = higher_order_needs(exercise, check)
+        if not needed:
+            return []
+        missing = self._missing.get(details_shown(exercise))
+        return None if missing is None else [name for name in missing if name in needed]
 
 
 #: `Grader._opening` of a check that sends no request
