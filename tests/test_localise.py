@@ -16,6 +16,7 @@ from gradcheck.engine import handler, torch_engine
 from gradcheck.grading import localise
 from gradcheck.grading.chain_rule import walk
 from gradcheck.grading.grader import Grader
+from gradcheck.grading.results import CheckResult
 from gradcheck.program.language import parse
 
 ENGINES = Path(__file__).parent / "engines"
@@ -71,25 +72,51 @@ def submission(folder: Path, *mutations: str) -> Path:
                     "tensor, no_grad = _engine.tensor, _engine.no_grad\n")
     return path
 
+#: the cause (`CheckResult.detail["cause"]`) of a few mutations; the others' is "the backward of"
+#: their operation, with its grad_fn name
+CAUSES = {
+    "mul": "the backward of `*` (MulBackward0)",
+    # torch computes 2 / x as x.reciprocal() * 2: the same cause as a bug in `*`
+    "reciprocal": "the backward of `*` (MulBackward0)",
+    "rsub": "the backward of RsubBackward1",
+    "pow_base": "the backward of `**` (PowBackward2)",
+    "neg": "the backward of unary `-` (NegBackward0)",
+    "exp": "the backward of `.exp()` (ExpBackward0)",
+    "select": "the backward of indexing `[i]` (SelectBackward0)",
+    "overwrite": "adding up (+=) the gradients of a value used more than once",
+    "sigmoid_forward": "the forward of `.sigmoid()`",
+}
+
 
 def graded(folder: Path, engine: Path, program: str, inputs: dict) -> str:
     """The message of the gradients check, graded through the sandboxed worker."""
+    return graded_check(folder, engine, program, inputs).message
+
+
+def graded_check(folder: Path, engine: Path, program: str, inputs: dict) -> CheckResult:
     exercise = load_exercise(exercise_file(folder, program, inputs))
     with Grader(engine, seed=1) as grader:
         [result] = grader.grade_exercise(exercise)
     assert result.status == "failed", result.message
-    return result.message
+    return result
 
 
 @pytest.mark.parametrize("mutation, program, inputs, named", CATALOGUE,
                          ids=[entry[0] for entry in CATALOGUE])
 def test_the_first_line_names_the_faulty_operation(tmp_path, mutation, program, inputs, named):
-    message = graded(tmp_path, submission(tmp_path, mutation), program, inputs)
+    result = graded_check(tmp_path, submission(tmp_path, mutation), program, inputs)
+    message = result.message
     first = message.splitlines()[0]
     for text in named:
         assert text in first, message
     # the plain comparison follows the finding
     assert "expected" in message.splitlines()[-1]
+    # the cause a report groups checks by: the same words wherever the same bug is met
+    cause = result.detail["cause"]
+    if mutation in CAUSES:
+        assert cause == CAUSES[mutation]
+    else:
+        assert cause.startswith("the backward of `") and cause.endswith(f"({named[0]})"), cause
 
 
 def test_the_message_gives_the_slope_and_what_should_arrive(tmp_path):

@@ -22,6 +22,7 @@ from gradcheck.reports.gradescope import (
     write_results_json,
 )
 from gradcheck.reports.junit import junit_xml, write_junit
+from gradcheck.reports.html import render_html
 from gradcheck.reports.markdown import render_markdown
 from gradcheck.reports.terminal import render_terminal, total_line
 
@@ -287,6 +288,65 @@ def test_one_root_cause_is_said_once_at_the_top_and_fixes_are_ordered_by_points(
     assert ("<summary>1. Implement <code>tensor()</code> first: 5 checks need it (10 points)"
             "</summary>") in markdown
     assert "The checks: ex0::gradients, ex1::gradients" in markdown and "tanh" not in markdown
+
+
+MUL = "the backward of `*` (MulBackward0)"
+
+
+def mul_bug(i, cause=MUL, **fields):
+    """A failed check whose feedback found a wrong MulBackward0, as the grader writes it."""
+    return result(f"mul{i}", "gradients", "failed", 0.0, 1.0,
+                  f"At x={i}, the backward of `x * y` (MulBackward0) passed 1 to x; it should "
+                  f"pass 2.\nThe gradient arriving at `x * y` is 1 (that part is right).\n"
+                  f"dz/dx at x={i}: expected 2, found 1", detail={"cause": cause}, **fields)
+
+
+def test_checks_whose_feedback_blames_one_operation_are_one_cause_named_by_it():
+    checks = [mul_bug(i) for i in range(4)]
+    checks += [mul_bug(7, "the forward of `.exp()`"), mul_bug(8, "the forward of `.exp()`"),
+               mul_bug(9, visibility="hidden"),
+               result("piece", "gradients", "failed", 0.0, 0.5, "no tanh", blocked_by="tanh()")]
+    report = GradeReport(submission="e.py", seed=7, results=checks)
+    text = render_terminal(report)
+    assert text.splitlines()[:6] == [
+        "What to fix first, by the points each fix would unblock:",
+        f"  1. Fix {MUL} first: 4 checks point at it (4 points).",
+        "       At x=0, the backward of `x * y` (MulBackward0) passed 1 to x; it should pass 2.",
+        "       The gradient arriving at `x * y` is 1 (that part is right).",
+        "  2. Implement `tanh()`: 1 check needs it (0.5 points).",
+        "       no tanh"]
+    # the four are not listed again; two with another cause are fewer than a cause needs; the
+    # hidden one takes no part
+    assert "mul1::" not in text and "mul7::gradients" in text and "mul8::gradients" in text
+    assert "x=9" not in text and "expected 2, found 1" not in text.split("Failed checks")[0]
+    markdown = render_markdown(report)
+    assert (f"<summary>1. Fix the backward of <code>*</code> (MulBackward0) first: 4 checks "
+            "point at it (4 points)</summary>") in markdown
+    assert "The checks: mul0::gradients, mul1::gradients, mul2::gradients, mul3::gradients" in markdown
+    # the HTML page names the cause at the top and keeps each of its checks whole (its walk
+    # and graph are drawn there), while a check a missing piece blocks is only named
+    page = render_html(report)
+    assert "Fix the backward of <code>*</code> (MulBackward0) first" in page
+    assert page.count("dz/dx at x=") == 6 and "x=9" not in page
+    assert "Blocked by what to fix first: no tanh" in page
+
+
+def test_a_shared_lead_that_introduces_a_program_takes_the_program_with_it():
+    found = ("The smallest program found where your engine differs from the oracles "
+             "(1 operation):\n\n    a = x * 2\n\nat x = 0.0:\nda/dx at x=0.0: expected 2.0, found "
+             "0.0\nHint: {}")
+    report = GradeReport(submission="e.py", seed=7, results=[
+        result(f"ex{i}", "random_programs", "failed", 0.0, 2.0, found.format(i))
+        for i in range(3)])
+    lines = render_terminal(report).splitlines()
+    assert lines[1:8] == [
+        "  1. 3 checks fail the same way (6 points).",
+        "       The smallest program found where your engine differs from the oracles "
+        "(1 operation):", "",
+        "           a = x * 2", "",
+        "       at x = 0.0:",
+        "       da/dx at x=0.0: expected 2.0, found 0.0"]
+    assert "Hint" not in "\n".join(lines)
 
 
 def test_the_reproduction_command_is_the_last_line():

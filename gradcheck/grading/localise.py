@@ -22,6 +22,7 @@ JSON shapes the probe checks.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -54,6 +55,9 @@ class Finding:
     arg: int | None = None  # the operand that received a wrong gradient
     #: the submission's trace records by node id, where the finding was made
     found: Mapping[int, Any] | None = field(default=None, compare=False, repr=False)
+    #: the place of the engine at fault, in words that are the same for every finding there
+    #: ("the backward of `*` (MulBackward0)"): reports say it once for all the checks it fails
+    cause: str = ""
 
 
 def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, Any]],
@@ -81,7 +85,7 @@ def diagnose(grading: Grading, program: Program, points: Sequence[Mapping[str, A
         program, points[failed[0]], requires_grad, ask, tolerance, known)
     if finding is None:
         return grading.message, detail
-    detail.update(node=finding.node, arg=finding.arg,
+    detail.update(node=finding.node, arg=finding.arg, cause=finding.cause,
                   found=[dict(record) for _, record in sorted((finding.found or {}).items())])
     return f"{finding.message}\n{grading.message}", detail
 
@@ -101,7 +105,43 @@ def locate(program: Program, point: Mapping[str, Any], requires_grad: Sequence[s
     if set(found) != set(truth.ids):
         return None
     finding = _forward(truth, found, tolerance) or _backward(truth, found, ask, tolerance)
-    return dataclasses.replace(finding, found=found) if finding else None
+    return dataclasses.replace(finding, found=found, cause=_cause(truth, finding)) if finding else None
+
+
+#: what is at fault, by the kind of finding, where no single operation is
+_CAUSES = {"accumulate": "adding up (+=) the gradients of a value used more than once",
+           "order": "the order backward() visits the nodes in",
+           "seed": "the gradient backward() starts from",
+           "combine": "how backward() combines the operations' gradients"}
+
+
+def _cause(w: Walk, finding: Finding) -> str:
+    """The place of the engine a finding blames, named from the program and torch's grad_fn
+    names alone, so that every check that meets the same bug names it alike: a wrong backward by
+    its grad_fn (torch computes `2 / x` as a product, so a bug in MulBackward0 is found there
+    too), a wrong forward by its operation."""
+    if finding.kind in _CAUSES or finding.node is None:
+        return _CAUSES.get(finding.kind, "")
+    node = w.node(finding.node)
+    if finding.kind == "forward":
+        return ("the number `tensor()` stores" if node.op == "input"
+                else f"the forward of {operation_name(node.op)}")
+    grad_fn = w.grad_fn(finding.node)
+    if grad_fn is None:
+        return f"the backward of {operation_name(node.op)}"
+    op = re.sub(r"Backward\d+$", "", grad_fn).lower()
+    return (f"the backward of {operation_name(op)} ({grad_fn})" if op in OPS
+            else f"the backward of {grad_fn}")
+
+
+def operation_name(op: str) -> str:
+    """An operation as a student writes it: `*`, unary `-`, `.exp()`, indexing `[i]`."""
+    kind, symbol = OPS[op].kind, OPS[op].symbol
+    if kind == SELECT:
+        return "indexing `[i]`"
+    if kind == UNARY:
+        return f"unary `{symbol}`"
+    return f"`{symbol}`" if kind == BINARY else f"`.{op}()`"
 
 
 # --- forward ------------------------------------------------------------------------------------

@@ -128,8 +128,9 @@ def by_module(report: GradeReport) -> list[ModuleSummary]:
     return [ModuleSummary(name, exercises) for name, exercises in modules.items()]
 
 
-#: Checks that fail with the same first line, without a `blocked_by`, form a root cause from
-#: this many on: fewer read better one by one.
+#: Checks that fail at the same place of the engine (`CheckResult.detail["cause"]`), or with the
+#: same lead, without a `blocked_by`, form a root cause from this many on: fewer read better one
+#: by one.
 SHARED = 3
 
 
@@ -137,8 +138,11 @@ SHARED = 3
 class RootCause:
     """A missing or broken piece of the protocol and the failed checks it blocks."""
 
-    piece: str  # CheckResult.blocked_by, or "" when the checks only share their first line
+    piece: str  # CheckResult.blocked_by: a piece the engine lacks
     checks: list[CheckResult]
+    #: where the localisation found the engine wrong ("the backward of `*` (MulBackward0)"),
+    #: when `piece` is ""; both "": the checks only share their lead
+    fault: str = ""
 
     @property
     def points(self) -> float:
@@ -146,31 +150,53 @@ class RootCause:
         return total(r.max_score - r.score for r in self.checks)
 
     @property
-    def first_line(self) -> str:
-        return self.checks[0].message.strip().split("\n", 1)[0]
+    def lead(self) -> str:
+        """What the first check says of it: for a fault, the finding and why (its first two
+        lines, the example a student can work through by hand); else the message's `lead`."""
+        message = self.checks[0].message.strip()
+        return "\n".join(message.splitlines()[:2]) if self.fault else lead(message)
 
     def heading(self, first: bool = False) -> str:
         """"Implement `tensor()` first: 161 checks need it (188 points)"."""
         count = len(self.checks)
-        checks = "1 check needs it" if count == 1 else f"{count} checks need it"
+        then = " first" if first else ""
         if self.piece:
-            return (f"Implement `{self.piece}`{' first' if first else ''}: {checks} "
+            checks = "1 check needs it" if count == 1 else f"{count} checks need it"
+            return f"Implement `{self.piece}`{then}: {checks} ({points(self.points)} points)"
+        if self.fault:
+            return (f"Fix {self.fault}{then}: {count} checks point at it "
                     f"({points(self.points)} points)")
         return f"{count} checks fail the same way ({points(self.points)} points)"
 
 
+def lead(message: str) -> str:
+    """The start of a message that says what failed: its first line, and, while a line ends
+    with a colon (it introduces what follows: a program, numbered steps), on to the next line
+    that does not, so that a program found by random search is part of it."""
+    lines = message.strip().splitlines()
+    end = 0
+    while end < len(lines) - 1 and (lines[end].endswith(":") or not lines[end].strip()
+                                    or lines[end].startswith(" ")):
+        end += 1
+    return "\n".join(lines[:end + 1])
+
+
 def root_causes(report: GradeReport, show_hidden: bool = False) -> list[RootCause]:
     """The failed checks grouped by what blocks them, the most points first: by their
-    `blocked_by`, else by a first line that at least SHARED checks have. Only checks whose
-    details are shown take part, so that no hidden exercise is described by the group either."""
+    `blocked_by`, else by the place of the engine their feedback found at fault, else by a lead
+    that at least SHARED checks have. Only checks whose details are shown take part, so that no
+    hidden exercise is described by the group either."""
     groups: dict[tuple[str, str], list[CheckResult]] = {}
     for r in failures(report):
         if details_shown(r, show_hidden) and r.message.strip():
-            key = ("piece", r.blocked_by) if r.blocked_by else (
-                "line", r.message.strip().split("\n", 1)[0])
+            key = (("piece", r.blocked_by) if r.blocked_by else
+                   ("fault", r.detail["cause"]) if r.detail.get("cause") else
+                   ("lead", lead(r.message)))
             groups.setdefault(key, []).append(r)
-    causes = [RootCause(key[1] if key[0] == "piece" else "", checks)
-              for key, checks in groups.items() if key[0] == "piece" or len(checks) >= SHARED]
+    causes = [RootCause(what if kind == "piece" else "", checks,
+                        what if kind == "fault" else "")
+              for (kind, what), checks in groups.items()
+              if kind == "piece" or len(checks) >= SHARED]
     return sorted(causes, key=lambda cause: (-cause.points, -len(cause.checks)))
 
 

@@ -154,7 +154,7 @@ def _summary(report: GradeReport, incomplete: str) -> str:
     causes = root_causes(report)
     if causes:  # said once here, as at the top of the terminal report
         parts.append("What to fix first, by the points each fix would unblock:\n" + "\n".join(
-            f"{number}. {cause.heading(first=number == 1)}. {cause.first_line}"
+            f"{number}. {cause.heading(first=number == 1)}. {cause.lead}"
             for number, cause in enumerate(causes, start=1)))
     if report.results:
         parts.append(f"Seed {report.seed}: grading again with --seed {report.seed} reproduces "

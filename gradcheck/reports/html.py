@@ -73,10 +73,12 @@ def render_html(report: GradeReport, *, show_hidden: bool = False, command: str 
     if causes:
         body.append("<h2>What to fix first</h2><ol class=\"causes\">")
         body += [f"<li><strong>{_code(cause.heading(first=number == 1))}</strong>"
-                 f"<br>{_e(cause.first_line)}</li>"
+                 f"<br>{_e(cause.lead)}</li>"
                  for number, cause in enumerate(causes, start=1)]
         body.append("</ol>")
-    grouped = {id(r) for cause in causes for r in cause.checks}
+    # a check blocked by a missing piece is only named; one whose cause is a wrong operation
+    # keeps its walk and its graph, the pictures that show where the operation goes wrong
+    grouped = {id(r) for cause in causes if cause.piece for r in cause.checks}
     for module in by_module(report):
         body.append(f"<h2>{_e(module.name)} <span class=\"points\">"
                     f"{points(module.score)} / {points(module.max_score)}</span></h2>")

@@ -44,7 +44,7 @@ def render_markdown(report: GradeReport, *, show_hidden: bool = False, command: 
     for number, cause in enumerate(causes, start=1):
         heading = re.sub("`([^`]*)`", r"<code>\1</code>",
                          html.escape(cause.heading(first=number == 1)))
-        lines += _fold(f"{number}. {heading}", f"{cause.first_line}\n\nThe checks: "
+        lines += _fold(f"{number}. {heading}", f"{cause.lead}\n\nThe checks: "
                        + ", ".join(r.name for r in cause.checks))
     lines += ["| Module / exercise | Points | Status |", "|---|---:|---|"]
     for module in by_module(report):

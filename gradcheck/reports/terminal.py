@@ -43,7 +43,7 @@ def render_terminal(report: GradeReport, *, colour: bool = False, show_hidden: b
         lines.append("What to fix first, by the points each fix would unblock:")
     for number, cause in enumerate(causes, start=1):
         lines += [f"{number:>3}. {cause.heading(first=number == 1)}.",
-                  _indent(cause.first_line, "       ")]
+                  _indent(cause.lead, "       ")]
     if causes:
         lines.append("")
 
