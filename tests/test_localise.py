@@ -18,6 +18,8 @@ from gradcheck.grading.chain_rule import walk
 from gradcheck.grading.grader import Grader
 from gradcheck.grading.results import CheckResult
 from gradcheck.program.language import parse
+from gradcheck.reports import details_shown
+from gradcheck.reports.terminal import render_terminal
 
 ENGINES = Path(__file__).parent / "engines"
 TOLERANCE = Tolerance(atol=1e-12, rtol=1e-9)
@@ -213,3 +215,20 @@ def test_a_long_vector_is_abbreviated_in_every_line(tmp_path):
     assert result.status == "failed"
     assert "... (3000 values)" in result.message
     assert max(len(line) for line in result.message.splitlines()) < 400
+
+
+def test_a_bank_graded_with_one_wrong_backward_names_it_once_at_the_top(tmp_path):
+    # the reference engine with MulBackward0 wrong, on a bundled module: every gradients check
+    # that meets it is one root cause, and none of them is listed again below
+    bank = load_bank(bundled.bank_dir() / "02-backward")
+    with Grader(submission(tmp_path, "mul"), seed=1) as grader:
+        report = grader.grade_bank(bank)
+    blamed = [r for r in report.results if r.detail.get("cause")]
+    assert {r.detail["cause"] for r in blamed} == {"the backward of `*` (MulBackward0)"}
+    blamed = [r for r in blamed if details_shown(r)]  # a hidden exercise's take no part
+    assert len(blamed) >= 3
+    text = render_terminal(report)
+    heading = text.splitlines()[1]
+    assert heading.startswith(f"  1. Fix the backward of `*` (MulBackward0) first: {len(blamed)} "
+                              "checks point at it"), text
+    assert not any(f"{r.name}:" in text for r in blamed)
