@@ -220,7 +220,8 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
             with Grader(args.submission, seed=seed, key=key, oracles=args.oracles,
                         timeout=args.timeout, memory_mb=args.memory_mb,
                         worker={**_worker_options(args), **({"forbid": ()} if live else {})},
-                        total_timeout=args.total_timeout) as grader:
+                        total_timeout=args.total_timeout,
+                        hidden_feedback=args.show_hidden) as grader:
                 so_far.seed = grader.seed
                 if results_file is not None:
                     results_file.update(so_far)

@@ -151,7 +151,7 @@ class GradingSession:
 
             self._grader = self._stack.enter_context(Grader(
                 self.config.getoption("submission"), seed=self.config.getoption("gradcheck_seed"),
-                key=self.config.getoption("gradcheck_key")))
+                key=self.config.getoption("gradcheck_key"), hidden_feedback=self.show_hidden))
         return self._grader
 
     def _save(self, incomplete: str) -> None:

@@ -232,3 +232,22 @@ def test_a_bank_graded_with_one_wrong_backward_names_it_once_at_the_top(tmp_path
     assert heading.startswith(f"  1. Fix the backward of `*` (MulBackward0) first: {len(blamed)} "
                               "checks point at it"), text
     assert not any(f"{r.name}:" in text for r in blamed)
+
+
+@pytest.mark.parametrize("hidden_feedback", [False, True])
+def test_feedback_no_report_shows_is_not_worked_out(tmp_path, hidden_feedback):
+    # a student-facing grading withholds a hidden exercise's messages, so it does not ask the
+    # engine for their feedback at all; the score is the same either way
+    (tmp_path / "shown").mkdir()
+    shown = load_exercise(exercise_file(tmp_path / "shown", "z = x * 3", {"x": 2.0}))
+    path = exercise_file(tmp_path, "y = x * w\nz = y.tanh()", {"x": 0.7, "w": -1.2})
+    path.write_text("visibility: hidden\n" + path.read_text())
+    hidden = load_exercise(path)
+    with Grader(submission(tmp_path, "mul"), seed=1, hidden_feedback=hidden_feedback) as grader:
+        [in_shown] = grader.grade_exercise(shown)
+        [in_hidden] = grader.grade_exercise(hidden)
+    assert in_shown.status == in_hidden.status == "failed"
+    assert in_shown.detail["cause"] == "the backward of `*` (MulBackward0)"
+    assert ("cause" in in_hidden.detail) == hidden_feedback
+    assert in_hidden.message.startswith("At x=0.7, w=-1.2, the backward of") == hidden_feedback
+    assert "expected" in in_hidden.message and in_hidden.score == in_shown.score == 0.0

@@ -99,7 +99,7 @@ class Grader:
                  timeout: float | None = None, memory_mb: int | None = DEFAULT_MEMORY_MB,
                  worker: Mapping[str, Any] | None = None,
                  total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
-                 records: bool = False) -> None:
+                 records: bool = False, hidden_feedback: bool = True) -> None:
         self.label = str(submission)
         self.path = resolve_submission(submission)
         #: the answer key: torch's and jax's results come from it, for the exercises it holds.
@@ -136,6 +136,10 @@ class Grader:
         #: keep torch's and the engine's records of graph and behaviour checks that pass too
         #: (`gradcheck explain` shows them; reports show those of failed checks only)
         self.records = records
+        #: work out the feedback of failed checks in exercises whose details are withheld
+        #: (`details_shown`); a student-facing grading (`gradcheck grade` without
+        #: --show-hidden) does not, as no report of it would show that feedback
+        self.hidden_feedback = hidden_feedback
         #: what `inspect` says the engine lacks of the higher-order protocol, asked once per
         #: worker side (visible, or not)
         self._missing: dict[bool, dict[str, str]] = {}
@@ -453,8 +457,10 @@ class Grader:
                                 reply["results"], exercise.tolerance.pair(), exercise.convention,
                                 agreed=self.key.agreement if self.key is not None else None)
         skipped = grading.count("skipped") == len(points) or grading.nothing_graded
+        feedback_shown = self.hidden_feedback or details_shown(exercise)
         # the probe is the check's last request unless its feedback asks for more now
-        last = skipped or grading.passed or grading.float32 or self._feedback_later
+        last = (skipped or grading.passed or grading.float32 or self._feedback_later
+                or not feedback_shown)
         unsteady = self._nondeterminism(exercise, probe, reply["results"][0], budget, last)
         if unsteady:
             self._detail = {"point": dict(points[0]), "nondeterministic": True}
@@ -464,8 +470,9 @@ class Grader:
             return Outcome("skipped", grading.message, grading.author_notes)
         if grading.passed:
             return Outcome("passed", grading.message, grading.author_notes)
-        if grading.float32:  # no operation is at fault: the precision is
-            return Outcome("failed", _with_hint(grading.message, exercise, self._check), grading.author_notes)
+        if grading.float32 or not feedback_shown:  # no operation is at fault, or none is named
+            return Outcome("failed", _with_hint(grading.message, exercise, self._check),
+                           grading.author_notes, grading.blocked_by)
         spare = _Budget(budget.seconds)
 
         def feedback() -> tuple[str, dict[str, Any]]:
