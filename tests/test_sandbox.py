@@ -88,25 +88,41 @@ FAULTS = [
 ]
 
 
-@pytest.mark.parametrize("ahead", [False, True], ids=["", "next sent ahead"])
+@pytest.fixture
+def zygote():
+    made = sandbox.Zygote()
+    yield made
+    made.close()
+
+
+def forked(w: Worker) -> bool:
+    """Whether w's running process was forked by a zygote, and is this process's child."""
+    return isinstance(w._proc, sandbox._Forked) and int(
+        Path(f"/proc/{w.pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
+
+
+@pytest.mark.parametrize("mode", ["", "next sent ahead", "forked by a zygote"])
 @pytest.mark.parametrize("name, options, timeout, kind, message", FAULTS,
                          ids=[fault[0] for fault in FAULTS])
 def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kind, message,
-                                                      ahead):
-    """Each fault, named; also when the next request was sent with the faulty one."""
-    with worker(name, **options) as w:
+                                                      mode, zygote):
+    """Each fault, named; also when the next request was sent with the faulty one, and when
+    the worker was forked by a zygote (the restart too)."""
+    by_zygote = {"zygote": zygote} if mode == "forked by a zygote" else {}
+    with worker(name, **options, **by_zygote) as w:
         assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
         first = w.pid
+        assert forked(w) == bool(by_zygote)
         start = time.monotonic()
         failure = w.request(gradients(MUL_EXP), timeout=timeout,
-                            then=gradients(ADD_EXP) if ahead else None)
+                            then=gradients(ADD_EXP) if mode == "next sent ahead" else None)
         elapsed = time.monotonic() - start
         assert isinstance(failure, Failure)
         assert (failure.kind, failure.message[:len(message)]) == (kind, message)
         assert elapsed < (timeout + 2 if kind == "timeout" else 3)
         assert running(w) == []  # nothing of the old worker survives
         assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
-        assert w.starts == 2 and w.pid != first
+        assert w.starts == 2 and w.pid != first and forked(w) == bool(by_zygote)
 
 
 def test_a_request_sent_ahead_is_answered_as_if_sent_in_its_turn():
@@ -272,6 +288,51 @@ def test_the_worker_sees_a_minimal_world():
     assert heavy.isdisjoint(report["modules"])
 
 
+def test_a_worker_forked_by_the_zygote_sees_the_same_world_and_nothing_of_the_last(
+        tmp_path, zygote):
+    # each worker is forked from the zygote, never from a worker: what a submission does to
+    # the interpreter (a module patched, a module added) is gone for the next
+    taint = tmp_path / "taint.py"
+    taint.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
+                     "import gradcheck.engine.run as run\n"
+                     "print('tainted before' if hasattr(run, 'TAINT') else 'clean', flush=True)\n"
+                     "run.TAINT = True\nsys.modules['left_behind'] = run\n"
+                     "from tiny import Tensor, no_grad, tensor\n")
+    for _ in range(2):
+        with Worker(taint, zygote=zygote) as w:
+            w.request(INSPECT, timeout=5)
+            assert forked(w)
+            assert w.output.splitlines()[1] == "clean"
+    reports = []
+    for _ in range(2):
+        with worker("env_report", zygote=zygote) as w:
+            w.request(INSPECT, timeout=5)
+            assert forked(w) and os.getsid(w.pid) == w.pid  # a session of its own
+            fds = sorted(int(fd) for fd in os.listdir(f"/proc/{w.pid}/fd"))
+            report = json.loads(w.output.splitlines()[1])
+            assert report.pop("cwd") == str(w._home)
+            reports.append(report)
+    assert reports[0] == reports[1] and "left_behind" not in reports[0]["modules"]
+    # the descriptors of a new interpreter's: stdin, stdout, stderr, its channel, its phase
+    # file (and its cgroup's, where there is one), nothing of the zygote's
+    assert len(fds) <= 6 and fds[:3] == [0, 1, 2]
+    with worker("env_report") as w:  # a new interpreter's world, for comparison
+        w.request(INSPECT, timeout=5)
+        assert not forked(w)
+        assert json.loads(w.output.splitlines()[1]) == {**reports[0], "cwd": str(w._home)}
+
+
+def test_when_the_zygote_is_gone_workers_start_as_new_interpreters(zygote):
+    with worker("tiny", zygote=zygote) as w:
+        w.request(INSPECT, timeout=5)
+        assert forked(w)
+    os.kill(zygote._proc.pid, 9)
+    with worker("tiny", zygote=zygote) as w:
+        assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
+        assert not forked(w)
+    assert zygote._proc is None  # given up, and reaped
+
+
 def test_a_request_with_anything_but_a_program_and_inputs_is_refused_before_sending():
     request = {**gradients(MUL_EXP), "answers": [{"x": 12.0}]}
     with worker("tiny") as w:
@@ -280,21 +341,22 @@ def test_a_request_with_anything_but_a_program_and_inputs_is_refused_before_send
         assert w.starts == 0
 
 
-def test_the_worker_dies_with_the_grader():
+@pytest.mark.parametrize("by_zygote", [False, True], ids=["", "forked by a zygote"])
+def test_the_worker_dies_with_the_grader(by_zygote):
     script = textwrap.dedent(f"""
         import os
-        from gradcheck.engine.sandbox import Worker
-        w = Worker({str(ENGINES / 'tiny.py')!r})
+        from gradcheck.engine.sandbox import Worker, Zygote
+        zygote = Zygote() if {by_zygote} else None
+        w = Worker({str(ENGINES / 'tiny.py')!r}, zygote=zygote)
         w.request({{"kind": "inspect"}}, timeout=5)
-        print(w.pid, w._dir, flush=True)
+        print(w.pid, w._dir, zygote._proc.pid if zygote else w.pid, flush=True)
         os._exit(0)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=30, check=True)
-    pid, folder = out.stdout.split()
-    pid = int(pid)
+    pid, folder, zygote = out.stdout.split()
     shutil.rmtree(folder)  # the grader died before it could remove it
-    assert gone_within(pid, 5)
+    assert gone_within(int(pid), 5) and gone_within(int(zygote), 5)
 
 
 def running(w: Worker) -> list[int]:
@@ -310,8 +372,9 @@ def running(w: Worker) -> list[int]:
     return found
 
 
-def test_close_leaves_no_process_and_no_files():
-    w = worker("fork_flood", max_tasks=1000)
+@pytest.mark.parametrize("by_zygote", [False, True], ids=["", "forked by a zygote"])
+def test_close_leaves_no_process_and_no_files(by_zygote, zygote):
+    w = worker("fork_flood", max_tasks=1000, **({"zygote": zygote} if by_zygote else {}))
     try:
         reply = w.request(gradients(ADD_EXP), timeout=10)
         assert reply["results"][0]["error"] is None

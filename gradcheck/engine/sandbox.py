@@ -6,7 +6,9 @@ reply, checked against the shape the probe gives (:func:`gradcheck.engine.reques
 `Failure` that says plainly what happened ("timed out after 10 s in backward()"). After a failure
 the worker's processes are all killed and a new worker starts with the next request; only the
 request that failed is lost. A submission that cannot be imported fails every request with the
-same `Failure`, which carries the traceback.
+same `Failure`, which carries the traceback. A worker process is a new interpreter, or, given a
+`Zygote` (a grading's Workers keep one), a fork of a clean one: the same process, without the
+cost of an interpreter's start.
 
 Limits, and who enforces them:
 
@@ -53,6 +55,7 @@ import dataclasses
 import json
 import math
 import os
+import select
 import shutil
 import signal
 import socket
@@ -71,6 +74,7 @@ from gradcheck.engine.worker import (
     MAX_FRAME,
     PACKAGE,
     PHASE_WIDTH,
+    ZYGOTE,
     adopt_orphans,
     pack,
 )
@@ -126,7 +130,8 @@ class Worker:
                  keep_output: int = 20_000, max_tasks: int = 256,
                  import_timeout: float = 60.0, python: str = sys.executable,
                  max_files: int = 128, use_cgroup: bool = True,
-                 forbid: Sequence[str] = (), user: int | None = None) -> None:
+                 forbid: Sequence[str] = (), user: int | None = None,
+                 zygote: Zygote | None = None) -> None:
         self.submission = Path(submission).resolve()
         #: run the worker as this user and group id, with no other groups (the grader must be
         #: root): it can then neither signal nor trace the grader, nor read or write what that
@@ -147,6 +152,10 @@ class Worker:
         self.max_files = max_files
         self.import_timeout = import_timeout
         self.python = python
+        #: what forks this worker's processes, when it runs as the grader's user (`Zygote`);
+        #: else, or when it cannot, each is a new interpreter
+        self.zygote = zygote if user is None and zygote is not None and zygote.python == python \
+            else None
         #: set once the submission failed to import; every later request returns it.
         self.import_failure: Failure | None = None
         #: how many worker processes were started (1 + restarts).
@@ -352,7 +361,8 @@ class Worker:
                     os.write(join, str(spare.proc.pid).encode())
                 except OSError:  # then it is not in it: said below, as for any worker
                     pass
-            started = spare or _Interpreter.spawn(self.python, self.user, self._dir, join)
+            started = (spare or (self.zygote.fork(self._dir, join) if self.zygote else None)
+                       or _Interpreter.spawn(self.python, self.user, self._dir, join))
         finally:
             if join is not None:
                 os.close(join)
@@ -777,11 +787,8 @@ class _Interpreter:
               ) -> _Interpreter:
         """Start one in `folder` (from `_folder`): its output, phase file, and home; `join`:
         the descriptor of the cgroup it joins first (gradcheck.engine.cgroup), if any."""
-        parent, child = socket.socketpair()
-        parent.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_BUFFER)
-        streams = {name: os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-                   for name in ("stdout", "stderr")}
-        phase_fd = os.open(folder / "phase", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        parent, child = _channel()
+        streams, phase_fd = _worker_files(folder)
         home = folder / "home"
         try:
             proc = subprocess.Popen(
@@ -789,7 +796,7 @@ class _Interpreter:
                                                          "phase_fd": phase_fd,
                                                          "parent": os.getpid(),
                                                          "cgroup": join})),
-                stdin=subprocess.DEVNULL, stdout=streams["stdout"], stderr=streams["stderr"],
+                stdin=subprocess.DEVNULL, stdout=streams[0], stderr=streams[1],
                 cwd=home, env=_environment(home),
                 pass_fds=(child.fileno(), phase_fd) + ((join,) if join is not None else ()),
                 start_new_session=True, **_as_user(user))
@@ -798,7 +805,7 @@ class _Interpreter:
             raise
         finally:
             child.close()
-            for fd in streams.values():
+            for fd in streams:
                 os.close(fd)
         _RUNNING.add(proc.pid)
         return cls(proc, parent, phase_fd, folder, python, census.start_time(proc.pid))
@@ -814,6 +821,125 @@ class _Interpreter:
         self.sock.close()
         os.close(self.phase_fd)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _channel() -> tuple[socket.socket, socket.socket]:
+    """A worker's channel: the grader's end (with CHANNEL_BUFFER asked for), the worker's."""
+    parent, child = socket.socketpair()
+    parent.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_BUFFER)
+    return parent, child
+
+
+def _worker_files(folder: Path) -> tuple[tuple[int, int], int]:
+    """A worker's stdout and stderr files in `folder`, opened for it, and its phase file, open
+    for the grader and the worker both."""
+    streams = tuple(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                    for name in ("stdout", "stderr"))
+    phase_fd = os.open(folder / "phase", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    return (streams[0], streams[1]), phase_fd
+
+
+class _Forked:
+    """A worker forked by a Zygote, adopted by this process: what Worker uses of a Popen."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+
+class Zygote:
+    """An interpreter kept by one grading that forks its workers, so that a grading starts one
+    Python, not one per worker (a worker per side of the bank, and one after each failure).
+
+    It imports gradcheck's worker modules and nothing else (gradcheck.engine.worker.zygote): no
+    program, no submission, no reply ever reaches it, so a worker forked from it holds nothing a
+    new interpreter would not, and each is forked anew, from the zygote itself, never from
+    another worker. A forked worker is this process's child (the zygote forks it twice and this
+    process, a child subreaper, adopts it), so it is waited for, counted, limited and killed as
+    any other. Only for workers of the grader's own user; where the zygote cannot fork (it died,
+    or was killed), the worker is started as a new interpreter."""
+
+    #: seconds the zygote may take to start or to fork a worker before it is given up
+    WAIT = 10.0
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._folder: Path | None = None
+        self._broken = False
+
+    def fork(self, folder: Path, join: int | None = None) -> _Interpreter | None:
+        """A worker in `folder` (from `_folder`), as `_Interpreter.spawn` starts one, or None."""
+        if self._broken or (self._control is None and not self._start()):
+            return None
+        assert self._control is not None
+        parent, child = _channel()
+        streams, phase_fd = _worker_files(folder)
+        home = folder / "home"
+        order = {"home": str(home), "env": _environment(home), "parent": os.getpid()}
+        fds = [child.fileno(), phase_fd, *streams, *([join] if join is not None else [])]
+        pid = 0
+        try:
+            socket.send_fds(self._control, [json.dumps(order).encode()], fds)
+            if select.select([self._control], [], [], self.WAIT)[0]:
+                pid = int(self._control.recv(32) or b"0")
+        except (OSError, ValueError):
+            pass
+        finally:
+            child.close()
+            for fd in streams:
+                os.close(fd)
+        if pid <= 0:
+            parent.close()
+            os.close(phase_fd)
+            self.close()
+            self._broken = True
+            return None
+        _RUNNING.add(pid)
+        return _Interpreter(_Forked(pid), parent, phase_fd, folder, self.python,  # type: ignore[arg-type]
+                            census.start_time(pid))
+
+    def _start(self) -> bool:
+        adopt_orphans()  # what it forks comes to this process
+        ours, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._folder = _folder(None)
+        home = self._folder / "home"
+        try:
+            self._proc = subprocess.Popen(
+                _command(self.python, ZYGOTE, json.dumps({"fd": its.fileno(),
+                                                          "parent": os.getpid()})),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                cwd=home, env=_environment(home), pass_fds=(its.fileno(),),
+                start_new_session=True)
+        except OSError:
+            ours.close()
+            self._broken = True
+            return False
+        finally:
+            its.close()
+        _RUNNING.add(self._proc.pid)
+        self._control = ours
+        return True
+
+    def close(self) -> None:
+        """Stop the zygote (the workers it forked are this process's, and go on)."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._proc is not None:
+            census.kill_all(self._proc.pid)
+            self._proc.wait()
+            _RUNNING.discard(self._proc.pid)
+            self._proc = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
 
 #: interpreters started ahead (`prestart`), each taken by the next Worker to start

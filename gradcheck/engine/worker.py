@@ -1,7 +1,8 @@
 """The worker process: imports one submission and answers the grader's requests with plain JSON.
 
 Started by :mod:`gradcheck.engine.sandbox` as `python -s -P -B -c BOOTSTRAP GRADCHECK_DIR
-CONFIG`. It talks over a private socket (an inherited file descriptor) in frames: a 4-byte
+CONFIG`, or forked by a zygote started as `... ZYGOTE ...` (`zygote`), which then runs `main` as
+the new process would. It talks over a private socket (an inherited file descriptor) in frames: a 4-byte
 big-endian length, then a JSON object. The first frame it receives names the submission, its
 limits and the modules it may not import; it imports nothing of the submission's before that
 frame. stdin is empty and stdout/stderr go to files the grader reads, so nothing the submission
@@ -26,6 +27,7 @@ import resource
 import signal
 import struct
 import sys
+import time
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -46,6 +48,10 @@ PACKAGE = ("import sys, types; package = types.ModuleType('gradcheck'); "
            "package.__path__ = [sys.argv[1]]; sys.modules['gradcheck'] = package; ")
 #: the worker's program.
 BOOTSTRAP = PACKAGE + "import gradcheck.engine.worker; gradcheck.engine.worker.main(sys.argv[2])"
+#: the zygote's program (`zygote`): the same modules, then a worker forked on each order
+ZYGOTE = PACKAGE + "import gradcheck.engine.worker; gradcheck.engine.worker.zygote(sys.argv[2])"
+#: seconds a worker forked by the zygote waits to become the grader's child
+ADOPTION = 5.0
 
 
 def pack(message: dict[str, Any]) -> bytes:
@@ -105,6 +111,81 @@ def main(config_json: str) -> None:
         _flush()
         channel.send({"reply": reply})
     os._exit(0)  # no atexit handlers or thread joins of the submission's
+
+
+def zygote(config_json: str) -> None:
+    """Fork a worker for each order the grader sends (gradcheck.engine.sandbox.Zygote), until it
+    hangs up. This process imports the worker's modules and nothing else; it never runs a
+    submission, parses a program or reads a reply, so each worker forked from it starts as
+    clean as a new interpreter, without the cost of one. A worker is forked twice, the middle
+    process exiting at once, so that it is reparented to the grader (a child subreaper): the
+    grader then waits for it, counts and kills it as any worker it started itself."""
+    worker_modules = set(sys.modules)
+    import socket
+
+    config = json.loads(config_json)
+    die_with_parent(config["parent"])
+    control = socket.socket(fileno=config["fd"])
+    while True:
+        try:
+            order, fds, _, _ = socket.recv_fds(control, 1 << 16, 8)
+        except OSError:
+            os._exit(0)
+        if not order:  # the grader closed its end
+            os._exit(0)
+        read, write = os.pipe()
+        middle = os.fork()
+        if middle == 0:
+            os.close(read)
+            pid = os.fork()
+            if pid == 0:
+                os.close(write)
+                control.close()
+                for name in set(sys.modules) - worker_modules:  # the zygote's own, as socket
+                    del sys.modules[name]
+                _become_worker(json.loads(order), fds)
+            os.write(write, str(pid).encode())
+            os._exit(0)
+        os.close(write)
+        said = os.read(read, 32)
+        os.close(read)
+        os.waitpid(middle, 0)
+        for fd in fds:
+            os.close(fd)
+        control.send(said or b"0")
+
+
+def _become_worker(order: dict[str, Any], fds: list[int]) -> None:
+    """In a process forked by the zygote: what a new worker process is given (its channel and
+    phase file, its output files, its home, environment and session, only those descriptors),
+    once it is the grader's child; then the worker's own start (`main`). Never returns."""
+    try:
+        channel, phase, stdout, stderr, *join = fds
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        keep = sorted({channel, phase, *join})
+        first = 3
+        for fd in keep:
+            os.closerange(first, fd)
+            first = fd + 1
+        bound = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        os.closerange(first, 1 << 20 if bound == resource.RLIM_INFINITY else bound)
+        os.chdir(order["home"])
+        os.environ.clear()
+        os.environ.update(order["env"])
+        waited = time.monotonic() + ADOPTION
+        while os.getppid() != order["parent"]:  # until the middle process has exited
+            if time.monotonic() > waited:
+                os._exit(1)
+            time.sleep(0.0005)
+        os.setsid()
+        config = {"fd": channel, "phase_fd": phase, "parent": order["parent"],
+                  "cgroup": join[0] if join else None}
+        sys.argv[2:] = [json.dumps(config)]
+    except BaseException:
+        os._exit(1)
+    main(sys.argv[2])
+    os._exit(0)
 
 
 def _parse_ahead(specs: list[dict[str, Any]]) -> None:

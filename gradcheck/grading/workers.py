@@ -16,11 +16,12 @@ a tainted worker's files or processes back to a worker whose words are shown.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
 from gradcheck.bank.models import Exercise
-from gradcheck.engine.sandbox import Worker
+from gradcheck.engine.sandbox import Worker, Zygote
 
 
 def details_shown(exercise: Exercise) -> bool:
@@ -33,7 +34,9 @@ class Workers:
 
     def __init__(self, submission: Path, options: Mapping[str, Any]) -> None:
         self._submission = submission
-        self._options = dict(options)
+        #: forks every worker of this grading, both sides' and every restart (sandbox.Zygote)
+        self._zygote = Zygote(options.get("python", sys.executable))
+        self._options = {"zygote": self._zygote, **options}
         self._worker: Worker | None = None
         self._shown = True
         #: Worker.deadline of every worker: the submission's time, shared by both sides
@@ -55,6 +58,7 @@ class Workers:
     def close(self) -> None:
         if self._worker is not None:
             self._retire()
+        self._zygote.close()
 
     def _retire(self) -> None:
         assert self._worker is not None
