@@ -277,6 +277,14 @@ def test_the_key_holds_torchs_walk_at_every_point_of_a_small_program(bank, key):
                 assert stored is not None, (exercise.id, name, index)
                 live = walk(exercise.program, point, exercise.grad_names)
                 assert json.dumps(stored.record()) == json.dumps(live.record())
+                # built once per grading key and program: a later grading reads the same walk
+                assert loaded.anew().walk(exercise, name, points, index) is stored
+    # a bank loaded again (the watch, after a change) is walked on its own programs
+    for exercise in load_bank(bank).exercises:
+        for name in set(exercise.checks.present()) & {"gradients", "sampled", "answers"}:
+            points = loaded.points(exercise, name)
+            again = loaded.walk(exercise, name, points, 0)
+            assert again.program is exercise.program
 
 
 @pytest.fixture(scope="module")

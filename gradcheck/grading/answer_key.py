@@ -129,6 +129,8 @@ class Key:
     _decoded: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
     _own: dict[int, tuple[Any, tuple[Any, ...] | None, Agreement | None]] = field(
         default_factory=dict, repr=False)
+    #: torch's walks (`walk`), by the id of their stored record, with the record
+    _walks: dict[int, tuple[Any, Walk]] = field(default_factory=dict, repr=False)
 
     def anew(self) -> Key:
         """The same key for another grading (`gradcheck grade --watch` keeps it loaded): its
@@ -178,7 +180,14 @@ class Key:
         walks = stored.get("walks", []) if stored is not None else []
         if index >= len(walks) or walks[index] is None:
             return None
-        return Walk.stored(exercise.program, points[index], walks[index])
+        record = walks[index]
+        # rebuilt once per record and program (a Walk is not changed by those who read it):
+        # a deep chain's walk is 12,000 nodes, read again at every grading of a watch
+        _, walk = self._walks.get(id(record), (None, None))
+        if walk is None or walk.program is not exercise.program or walk.point != points[index]:
+            walk = Walk.stored(exercise.program, points[index], record)
+            self._walks[id(record)] = (record, walk)  # the record kept: its id stays its own
+        return walk
 
     def random_programs(self, exercise: Exercise) -> list[Answered] | None:
         """The cases the key holds for the exercise's `random_programs` check, with the oracles'

@@ -80,6 +80,9 @@ class Agreement:
     convention: str | None = None
     #: second order: each row's direction (`e(a)`, `vector`), shown with its point
     directions: Sequence[str] | None = None
+    #: point_text by point: every wrong value names its point, thousands of them for an engine
+    #: wrong on a 3,000-element vector, at a few points
+    _texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -103,8 +106,11 @@ class Agreement:
         return sorted(found, key=lambda d: d.point)
 
     def point_text(self, i: int) -> str:
-        text = format_point(self.program, self.batch, i)
-        return text if self.directions is None else f"{text}, direction {self.directions[i]}"
+        if i not in self._texts:
+            text = format_point(self.program, self.batch, i)
+            self._texts[i] = (text if self.directions is None
+                              else f"{text}, direction {self.directions[i]}")
+        return self._texts[i]
 
     def _detail(self, q: Quantity, i: int, e: int) -> str:
         node_id = -1 if q.crossing is None else int(q.crossing[i, e])
