@@ -205,6 +205,30 @@ def test_any_frame_is_an_object_or_a_protocol_error(body):
     assert isinstance(frame, dict)
 
 
+def _strings(value):
+    """Every string of a JSON value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    return []
+
+
+@budget(300)
+@given(st.recursive(st.none() | st.floats() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(st.text(), inner, max_size=4), max_leaves=20),
+       st.booleans())
+def test_no_string_of_a_frame_is_longer_than_its_bound(value, ascii_only):
+    """A frame is read without walking it when `longest_string` says no string in it can be
+    over the limit: that bound is never below the longest string's length, whatever the text
+    (escapes, quotes, backslashes, characters of several bytes)."""
+    body = json.dumps({"reply": value}, ensure_ascii=ascii_only).encode()
+    assert wire.longest_string(body) >= max(map(len, _strings(json.loads(body))))
+
+
 _FRAME_WRITER = """
 import os, struct, sys
 sys.path.append({engines!r})

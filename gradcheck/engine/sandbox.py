@@ -174,7 +174,7 @@ class Worker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
-        self._frame_bytes = 0  # the size of the last frame read
+        self._longest = 0  # at least the characters of the last frame's longest string
         #: what one read from the channel lands in, reused: recv(1 MB) would allocate (and map)
         #: a megabyte for every reply, however short
         self._chunk = memoryview(bytearray(1 << 20))
@@ -488,7 +488,7 @@ class Worker:
             return None
         body = bytes(self._buffer[HEADER.size:end])
         del self._buffer[:end]
-        self._frame_bytes = len(body)
+        self._longest = wire.longest_string(body)
         try:
             return wire.read_frame(body)
         except wire.ProtocolError:
@@ -542,9 +542,8 @@ class Worker:
                 wire.check_reply(request, frame["reply"])
             except wire.ProtocolError as exc:
                 return self._fail("protocol", f"the engine sent a {exc} {self._where()}")
-            # an honest engine's messages are this short already (run.error_record), and no
-            # string is longer than the frame
-            if self._frame_bytes <= run.MAX_MESSAGE:
+            # an honest engine's messages are this short already (run.error_record)
+            if self._longest <= run.MAX_MESSAGE:
                 return frame["reply"]
             return wire.cut_strings(frame["reply"], run.MAX_MESSAGE)
         record = frame.get("fatal")
