@@ -57,6 +57,7 @@ tr.departs td, td.differs { background: #fdecea; }
 .picture { overflow-x: auto; } .picture svg { max-width: 100%; height: auto; }
 .withheld, .note { color: #666; font-style: italic; }
 .causes li { margin-bottom: .5em; }
+.causes .lead { white-space: pre-wrap; }
 """
 
 
@@ -73,7 +74,7 @@ def render_html(report: GradeReport, *, show_hidden: bool = False, command: str 
     if causes:
         body.append("<h2>What to fix first</h2><ol class=\"causes\">")
         body += [f"<li><strong>{_code(cause.heading(first=number == 1))}</strong>"
-                 f"<br>{_e(cause.lead)}</li>"
+                 f"<div class=\"lead\">{_e(cause.lead)}</div></li>"
                  for number, cause in enumerate(causes, start=1)]
         body.append("</ol>")
     # a check blocked by a missing piece is only named; one whose cause is a wrong operation
