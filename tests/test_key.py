@@ -455,6 +455,27 @@ def test_a_keyed_grading_with_the_stored_programs_gives_the_live_verdicts(
             "all 30 random programs match finite differences, the reference engine")
 
 
+def test_feedback_later_leaves_the_shrink_for_later_and_says_the_same(
+        programs_bank, programs_keys, tmp_path):
+    """The watch asks for the scores first: a random-programs check that fails is scored at
+    the first stored case that differs, and its smallest program is found with the feedback,
+    the same as a grading that shrinks it at once."""
+    submission = mutant("mul-own-operand", tmp_path)
+    bank = load_bank(programs_bank)
+    with Grader(submission, seed=SEED, key=programs_keys[0]) as grader:
+        report = grader.grade_bank(bank, feedback_later=True)
+        scored = {r.name: (r.status, r.score, r.message) for r in report.results}
+        grader.give_feedback(report)
+    now = graded(submission, programs_bank, key=programs_keys[0])
+    assert [(r.exercise_id, r.check, r.status, r.score, r.message, r.author_notes)
+            for r in report.results] == now
+    for eid, check, status, score, message, _ in now:
+        if check == "random_programs":
+            assert status == "failed" and scored[f"{eid}::{check}"][:2] == (status, score)
+            assert "(1 operation)" not in scored[f"{eid}::{check}"][2]  # not shrunk yet
+            assert "(1 operation)" in message
+
+
 def test_an_engine_meets_the_same_requests_with_the_stored_programs_as_without(
         programs_bank, programs_keys, tmp_path):
     """The replay asks the engine the stored programs; from the first that differs, the live
@@ -479,6 +500,16 @@ def test_an_engine_meets_the_same_requests_with_the_stored_programs_as_without(
         assert asked["replayed"] == asked["live"]
         assert replayed.found.describe() == live.found.describe()
         assert replayed.examples == live.examples < 30
+        # the watch's way: the first case that differs decides the score at once; the shrink,
+        # resumed later (on another worker), asks the rest and finds the same
+        asked["replayed"] = []
+        first = fuzzing.replayed(ask("replayed"), key.random_programs(exercise),
+                                 shrink_later=True, **options)
+        assert first.found is not None and first.examples == live.examples
+        assert asked["replayed"] == asked["live"][:len(asked["replayed"])]
+        shrunk = first.resume(ask("replayed"))
+        assert asked["replayed"] == asked["live"]
+        assert shrunk.found.describe() == live.found.describe()
 
 
 def test_a_key_holds_no_programs_the_reference_fails_or_another_hypothesis_draws(

@@ -129,6 +129,9 @@ class Search:
     behaviour_oracle: str  # torch, or the reference engine, for behaviour sessions
     #: why the search stopped before its examples were done ("" when it did not)
     stopped: str = ""
+    #: with `replayed(..., shrink_later=True)`, once a case differs: the search from there,
+    #: given the engine to ask then, which shrinks `found` as the search would have
+    resume: Callable[[Ask], Search] | None = field(default=None, compare=False, repr=False)
 
     @property
     def oracle_text(self) -> str:
@@ -207,12 +210,15 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
 
 def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
              tolerance: Tolerances, agreed: Callable[..., Any] | None = None,
-             **search_options: Any) -> Search:
+             shrink_later: bool = False, **search_options: Any) -> Search:
     """`search(ask, oracles=oracles, tolerance=tolerance, **search_options)` where `cases` are
     the cases that search draws for an engine that passes every one (module docstring): each
     judged in order against its stored answers (the oracles' agreement on them judged by
     `agreed`, as `compare.grade` takes it); at the first that differs, or when the engine's
-    time runs out, the live search, given the replies the engine has made."""
+    time runs out, the live search, given the replies the engine has made. `shrink_later`:
+    the first case that differs is the finding, as it was drawn, and the search that shrinks
+    it is left to the Search's `resume` (the check's score is known: the watch prints it
+    before the feedback)."""
     started = time.monotonic()
     asked: list[tuple[dict[str, Any], dict[str, Any] | Failure]] = []
 
@@ -221,14 +227,25 @@ def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
         return asked[-1][1]
 
     judge = _Judge(recording, tuple(oracles), tolerance, agreed=agreed)
+
+    def resume(then: Ask) -> Search:
+        return search(_answering(asked, then), oracles=oracles, tolerance=tolerance,
+                      **search_options)
+
     try:
-        if all(judge.judge(case) is None for case in cases):
+        for tried, case in enumerate(cases, start=1):
+            differs = judge.judge(case)
+            if differs is not None and shrink_later:
+                return Search(differs, tried, time.monotonic() - started, judge.oracles,
+                              judge.behaviour_oracle, resume=resume)
+            if differs is not None:
+                break
+        else:
             return Search(None, len(cases), time.monotonic() - started, judge.oracles,
                           judge.behaviour_oracle)
     except _OutOfTime:
         pass
-    return search(_answering(asked, ask), oracles=oracles, tolerance=tolerance,
-                  **search_options)
+    return resume(ask)
 
 
 def _answering(asked: list[tuple[dict[str, Any], dict[str, Any] | Failure]], ask: Ask) -> Ask:

@@ -270,9 +270,10 @@ class Grader:
     def grade_bank(self, bank: Bank, progress: Progress | None = None,
                    feedback_later: bool = False) -> GradeReport:
         """Every exercise of `bank`, in order; broken files become failing "load" results.
-        `feedback_later`: every score is final, but the feedback of failed gradient checks (the
-        finding of the chain-rule walk, which asks the engine for more) is worked out only by
-        `give_feedback`, so that the scores can be shown first (`gradcheck grade --watch`)."""
+        `feedback_later`: every score is final, but the feedback of failed checks that asks the
+        engine for more (the finding of the chain-rule walk; the shrinking of a random program
+        that differs, replayed from an answer key) is worked out only by `give_feedback`, so
+        that the scores can be shown first (`gradcheck grade --watch`)."""
         started = time.monotonic()
         self._feedback_later, self._later = feedback_later, []
         report = GradeReport(submission=self.label, seed=self.seed)
@@ -356,9 +357,18 @@ class Grader:
         stored = self.key.random_programs(exercise) if self.key is not None else None
         result = (fuzzing.search(ask, oracles=wanted, **options) if stored is None
                   else fuzzing.replayed(ask, stored, oracles=wanted, agreed=self.key.agreement,
-                                        **options))
+                                        shrink_later=self._feedback_later, **options))
         notes = [f"compared with {result.oracle_text}"]
         found = result.found
+        if found is not None and result.resume is not None:
+            resume, spare = result.resume, _Budget(budget.seconds)
+
+            def shrunk() -> tuple[str, dict[str, Any]]:
+                final = resume(lambda request: self._ask(exercise, request, spare)).found
+                return _with_hint((final or found).describe(), exercise, "random_programs"), {}
+
+            return Outcome("failed", _with_hint(found.describe(), exercise, "random_programs"),
+                           notes, found.blocked_by, shrunk)
         if found is not None:
             return Outcome("failed", _with_hint(found.describe(), exercise, "random_programs"),
                            notes, found.blocked_by)
