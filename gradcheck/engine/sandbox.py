@@ -171,7 +171,7 @@ class Worker:
         self.deadline: float | None = None
         self._kept = {"stdout": bytearray(), "stderr": bytearray()}
         self._dir = _folder(user)  # its files, and in "home" its cwd, HOME and TMPDIR
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | _Forked | None = None
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
         self._longest = 0  # at least the characters of the last frame's longest string
@@ -774,7 +774,7 @@ class _Interpreter:
     of the submission's: it imports the submission, under the limits it is given, only once a
     Worker sends them (`Worker._start`)."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | _Forked
     sock: socket.socket
     phase_fd: int
     folder: Path
@@ -901,7 +901,7 @@ class Zygote:
             self._broken = True
             return None
         _RUNNING.add(pid)
-        return _Interpreter(_Forked(pid), parent, phase_fd, folder, self.python,  # type: ignore[arg-type]
+        return _Interpreter(_Forked(pid), parent, phase_fd, folder, self.python,
                             census.start_time(pid))
 
     def _start(self) -> bool:

@@ -2,8 +2,8 @@
 
 Started by :mod:`gradcheck.engine.sandbox` as `python -s -P -B -c BOOTSTRAP GRADCHECK_DIR
 CONFIG`, or forked by a zygote started as `... ZYGOTE ...` (`zygote`), which then runs `main` as
-the new process would. It talks over a private socket (an inherited file descriptor) in frames: a 4-byte
-big-endian length, then a JSON object. The first frame it receives names the submission, its
+the new process would. It talks over a private socket (an inherited file descriptor) in frames:
+a 4-byte big-endian length, then a JSON object. The first frame it receives names the submission, its
 limits and the modules it may not import; it imports nothing of the submission's before that
 frame. stdin is empty and stdout/stderr go to files the grader reads, so nothing the submission
 prints can pass for a reply. The worker never receives an expected value.
@@ -136,16 +136,18 @@ def zygote(config_json: str) -> None:
         read, write = os.pipe()
         middle = os.fork()
         if middle == 0:
-            os.close(read)
-            pid = os.fork()
-            if pid == 0:
-                os.close(write)
-                control.close()
-                for name in set(sys.modules) - worker_modules:  # the zygote's own, as socket
-                    del sys.modules[name]
-                _become_worker(json.loads(order), fds)
-            os.write(write, str(pid).encode())
-            os._exit(0)
+            try:
+                os.close(read)
+                pid = os.fork()
+                if pid == 0:
+                    os.close(write)
+                    control.close()
+                    for name in set(sys.modules) - worker_modules:  # the zygote's, as socket
+                        del sys.modules[name]
+                    _become_worker(json.loads(order), fds)
+                os.write(write, str(pid).encode())
+            finally:  # the middle process never goes back to the loop, whatever happened
+                os._exit(0)
         os.close(write)
         said = os.read(read, 32)
         os.close(read)
@@ -184,8 +186,12 @@ def _become_worker(order: dict[str, Any], fds: list[int]) -> None:
         sys.argv[2:] = [json.dumps(config)]
     except BaseException:
         os._exit(1)
-    main(sys.argv[2])
-    os._exit(0)
+    try:
+        main(sys.argv[2])  # it ends the process itself
+    except BaseException:  # as the interpreter would have ended: the traceback, then status 1
+        traceback.print_exc()
+        _flush()
+    os._exit(1)
 
 
 def _parse_ahead(specs: list[dict[str, Any]]) -> None:
