@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gradcheck.bank.tolerances import Tolerance, Tolerances
 from gradcheck.grading.compare import CONVENTION, EDGE, ILL, KINK, agree, grade
@@ -58,6 +60,16 @@ def test_non_finite_values_are_compared_as_such_before_any_relative_error():
                                                         False]
     assert ANALYTIC.agree(found, expected).tolist() == [True, False, False, True, False, True,
                                                         False]
+
+
+@given(st.floats(), st.floats() | st.integers(-10**6, 10**6),
+       st.floats(0, 1e-3), st.floats(0, 1e-3))
+def test_two_numbers_are_close_exactly_when_their_arrays_are(found, expected, atol, rtol):
+    """The localisation compares numbers one at a time (`Tolerance.close_number`): the same
+    verdict as `close` on arrays, NaN and infinities included."""
+    tol = Tolerance(atol=atol, rtol=rtol)
+    assert tol.close_number(found, expected) == bool(tol.close(np.array(found),
+                                                              np.array(expected, float)))
 
 
 # --- classification of disagreements (live oracles) ---------------------------------------------

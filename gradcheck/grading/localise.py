@@ -499,6 +499,8 @@ def same_numbers(found: Any, expected: Any, tol: Tolerance) -> bool:
     """Plain JSON numbers equal within `tol`; None only equals None."""
     if found is None or expected is None:
         return found is None and expected is None
+    if type(found) in (int, float) and type(expected) in (int, float):
+        return tol.close_number(found, expected)
     if not _is_numbers(found) or isinstance(found, list) != isinstance(expected, list):
         return False
     if isinstance(found, list) and len(found) != len(expected):
