@@ -421,6 +421,25 @@ def test_the_exercises_not_visible_are_graded_last_by_a_fresh_worker(tmp_path):
                for name, constant in CONSTANTS.items() if name.startswith("seen"))
 
 
+def test_a_shown_worker_after_a_withheld_one_is_forked_by_a_new_zygote():
+    """In pytest's order a visible exercise may come after a hidden one: its worker is then
+    forked by a zygote that no worker of the withheld side could reach."""
+    from gradcheck.grading.workers import Workers
+
+    exercises = {e.id: e for e in load_bank(bundled.bank_dir()).exercises}
+    hidden, shown = exercises["nothing-tracked"], exercises["chain-rule-z"]
+    workers = Workers(ENGINES / "tiny.py", {})
+    try:
+        zygotes = []
+        for exercise in (shown, hidden, shown):
+            workers.for_exercise(exercise).request({"kind": "inspect"}, timeout=10)
+            zygotes.append(workers._zygote._proc.pid)
+        assert zygotes[0] == zygotes[1] != zygotes[2]  # both sides of a grading, then anew
+        assert not census.start_time(zygotes[1])  # the old one is gone
+    finally:
+        workers.close()
+
+
 @as_another_user
 @pytest.mark.slow
 def test_hardened_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(

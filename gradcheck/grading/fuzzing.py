@@ -235,11 +235,11 @@ def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
     try:
         for tried, case in enumerate(cases, start=1):
             differs = judge.judge(case)
-            if differs is not None and shrink_later:
+            if differs is not None:
+                if not shrink_later:
+                    break
                 return Search(differs, tried, time.monotonic() - started, judge.oracles,
                               judge.behaviour_oracle, resume=resume)
-            if differs is not None:
-                break
         else:
             return Search(None, len(cases), time.monotonic() - started, judge.oracles,
                           judge.behaviour_oracle)

@@ -360,18 +360,19 @@ class Grader:
                                         shrink_later=self._feedback_later, **options))
         notes = [f"compared with {result.oracle_text}"]
         found = result.found
-        if found is not None and result.resume is not None:
-            resume, spare = result.resume, _Budget(budget.seconds)
-
-            def shrunk() -> tuple[str, dict[str, Any]]:
-                final = resume(lambda request: self._ask(exercise, request, spare)).found
-                return _with_hint((final or found).describe(), exercise, "random_programs"), {}
-
-            return Outcome("failed", _with_hint(found.describe(), exercise, "random_programs"),
-                           notes, found.blocked_by, shrunk)
         if found is not None:
-            return Outcome("failed", _with_hint(found.describe(), exercise, "random_programs"),
-                           notes, found.blocked_by)
+            def said(finding: fuzzing.Finding) -> str:
+                return _with_hint(finding.describe(), exercise, "random_programs")
+
+            shrunk = None
+            if result.resume is not None:  # feedback later: the finding is shrunk then
+                resume, spare = result.resume, _Budget(budget.seconds)
+
+                def shrunk() -> tuple[str, dict[str, Any]]:
+                    final = resume(lambda request: self._ask(exercise, request, spare)).found
+                    return said(final or found), {}
+
+            return Outcome("failed", said(found), notes, found.blocked_by, shrunk)
         if result.stopped:
             return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
                                      f"{check.count} random programs", notes)

@@ -63,6 +63,8 @@ class Workers:
     def _retire(self) -> None:
         assert self._worker is not None
         self._worker.close()
+        if not self._shown:  # what a withheld side's worker could reach, the next side's cannot
+            self._zygote.close()  # a new one forks the next worker
         self._said[self._shown].append(_words(self._worker))
         self._worker = None
 
