@@ -13,8 +13,9 @@ import inspect
 from typing import Any, Callable, Mapping
 
 from gradcheck.engine.wire import ProtocolError
-from gradcheck.program.language import MAX_VECTOR, Node, Program, engine_apply, evaluate
-from gradcheck.program.ops import Op, method_of
+from gradcheck.program.language import (MAX_KNOWN, MAX_VECTOR, Node, Program, engine_apply,
+                                        evaluate)
+from gradcheck.program.ops import OPS, Op, method_of
 
 Progress = Callable[[str], None]
 Record = dict[str, Any]
@@ -211,17 +212,41 @@ class Run:
 
     def evaluate(self, program: Program, leaves: Mapping[str, Any]) -> list[Any]:
         """The value of every node, each operation recorded as a use of its method."""
-        index = {id(node): i for i, node in enumerate(program.nodes)}
+        index = positions(program)
 
         def apply(op: Op, args: list[Any], node: Node) -> Any:
-            number_first = op.arity == 2 and _is_number(args[0])
-            self.using(method_of(op, number_first), index[id(node)],
-                       args[1] if number_first else args[0])
+            # as `using`, inline: this runs once per operation of every request
+            if op.arity == 2 and _is_number(args[0]):
+                self.use = (_REFLECTED[op.name], index[id(node)], args[1])
+            else:
+                self.use = (_METHOD[op.name], index[id(node)], args[0])
             return engine_apply(op, args, node)
 
         values = evaluate(program, leaves, apply)
         self.use = None
         return values
+
+
+#: the method each operation calls (`method_of`), and the reflected one a number on its left
+#: calls (`2 ** x` is `x.__rpow__(2)`)
+_METHOD = {name: method_of(op) for name, op in OPS.items()}
+_REFLECTED = {name: method_of(op, True) for name, op in OPS.items()}
+
+
+def positions(program: Program) -> dict[int, int]:
+    """The index of each node of `program`, by the node's id. Remembered with the program
+    (which keeps its nodes' ids from being reused), as the program itself is (`spec_program`):
+    a looped program has thousands of nodes and every point of every request is evaluated."""
+    kept = _POSITIONS.get(id(program))
+    if kept is None or kept[0] is not program:
+        if len(_POSITIONS) >= MAX_KNOWN:
+            del _POSITIONS[next(iter(_POSITIONS))]
+        kept = _POSITIONS[id(program)] = (program, {id(node): i
+                                                    for i, node in enumerate(program.nodes)})
+    return kept[1]
+
+
+_POSITIONS: dict[int, tuple[Program, dict[int, int]]] = {}
 
 
 def input_node(program: Program, name: str) -> int:

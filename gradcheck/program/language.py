@@ -468,13 +468,15 @@ def evaluate(program: Program, leaves: Mapping[str, Any], apply: Apply,
              const: Callable[[float], Any] = float) -> list[Any]:
     """Interpret every node in order; returns the value of each node (index = node id)."""
     values: list[Any] = []
+    value = values.__getitem__  # map(value, ...): the arguments without a frame per node
     for node in program.nodes:
-        if node.op == "input":
+        op = node.op
+        if op == "input":
             values.append(leaves[node.name])
-        elif node.op == "const":
+        elif op == "const":
             values.append(const(node.value))
         else:
-            values.append(apply(OPS[node.op], [values[a] for a in node.args], node))
+            values.append(apply(OPS[op], list(map(value, node.args)), node))
     return values
 
 

@@ -12,6 +12,7 @@ array function serves numpy over a whole batch of points and jax on a single poi
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -89,7 +90,7 @@ class Op:
 
 
 def _method(name: str) -> Callable[[Any], Any]:
-    return lambda a: getattr(a, name)()
+    return operator.methodcaller(name)
 
 
 def _sigmoid(xp: Any, a: Any) -> Any:
@@ -183,19 +184,19 @@ _SAME: Callable[..., Bounds] = lambda xp, a: a  # noqa: E731
 OPS: dict[str, Op] = {
     op.name: op
     for op in [
-        Op("add", BINARY, 2, lambda a, b: a + b, lambda xp, a, b: a + b, "+", (_ANY, _ANY),
+        Op("add", BINARY, 2, operator.add, lambda xp, a, b: a + b, "+", (_ANY, _ANY),
            bound=lambda xp, a, b: (a[0] + b[0], a[1] + b[1])),
-        Op("sub", BINARY, 2, lambda a, b: a - b, lambda xp, a, b: a - b, "-", (_ANY, _ANY),
+        Op("sub", BINARY, 2, operator.sub, lambda xp, a, b: a - b, "-", (_ANY, _ANY),
            bound=lambda xp, a, b: (a[0] - b[1], a[1] - b[0])),
-        Op("mul", BINARY, 2, lambda a, b: a * b, lambda xp, a, b: a * b, "*", (_ANY, _ANY),
+        Op("mul", BINARY, 2, operator.mul, lambda xp, a, b: a * b, "*", (_ANY, _ANY),
            bound=_mul_bound),
-        Op("div", BINARY, 2, lambda a, b: a / b, lambda xp, a, b: a / b, "/", (_ANY, _NONZERO),
+        Op("div", BINARY, 2, operator.truediv, lambda xp, a, b: a / b, "/", (_ANY, _NONZERO),
            edges=(Edge(POLE, 1, role="denominator"),), bound=_div_bound),
-        Op("pow", BINARY, 2, lambda a, b: a**b, lambda xp, a, b: a**b, "**",
+        Op("pow", BINARY, 2, operator.pow, lambda xp, a, b: a**b, "**",
            (_POSITIVE, Interval(-2.0, 3.0)),
            edges=(Edge(EDGE, 0, role="base", by_constant=_power_base),),
            bound=_pow_bound),
-        Op("neg", UNARY, 1, lambda a: -a, lambda xp, a: -a, "-", (_ANY,),
+        Op("neg", UNARY, 1, operator.neg, lambda xp, a: -a, "-", (_ANY,),
            bound=lambda xp, a: (-a[1], -a[0])),
         Op("exp", FUNCTION, 1, _method("exp"), lambda xp, a: xp.exp(a), domains=(_ANY,),
            bound=_rising(lambda xp, a: xp.exp(a))),
@@ -219,7 +220,7 @@ OPS: dict[str, Op] = {
            bound=_rising(lambda xp, a: xp.sum(a, axis=0))),
         Op("mean", REDUCTION, 1, _method("mean"), lambda xp, a: xp.mean(a, axis=0),
            domains=(_ANY,), bound=_rising(lambda xp, a: xp.mean(a, axis=0))),
-        Op("select", SELECT, 1, lambda a, i: a[i], lambda xp, a, i: a[i], domains=(_ANY,),
+        Op("select", SELECT, 1, operator.getitem, lambda xp, a, i: a[i], domains=(_ANY,),
            bound=lambda xp, a, i: (a[0][i], a[1][i])),
         # The same value with no history: nothing flows back through it. Its array form is the
         # value; each oracle stops the gradient its own way (finite differences hold it at the
