@@ -169,6 +169,22 @@ def test_smaller_programs_are_each_earlier_value_and_each_operation_alone():
                    for base in (0.5, 1.5))  # never a number less simple (NUMBERS' order)
 
 
+def test_smaller_programs_drop_an_unused_input_take_one_element_and_round_either_way():
+    """Without hypothesis's shrinker these are the only ways to an input fewer, a scalar for a
+    1-D value, and a whole number on the far side of a value's rounding."""
+    program = parse("a = v.tanh()\nb = a.sum()\n", {"x": None, "v": 2})
+    drawn = Drawn(program.source, {"x": None, "v": 2}, {"x": 1.0, "v": [0.25, 1.75]}, program)
+    sources = {(d.source, json.dumps(d.point)) for d in smaller(drawn)}
+    assert ("a = v.tanh()\nb = a.sum()\n", '{"v": [0.25, 1.75]}') in sources  # x is gone
+    # tanh alone on each element of v, as a scalar (x kept, unused, under another name)
+    assert ("a = x.tanh()\n", '{"x": 1.75, "y": 1.0}') in sources
+    assert ("a = x.tanh()\n", '{"x": 0.25, "y": 1.0}') in sources
+    program = parse("a = x.tanh()\n", {"x": None})
+    drawn = Drawn(program.source, {"x": None}, {"x": 0.4}, program)
+    points = {json.dumps(d.point) for d in smaller(drawn)}
+    assert points == {'{"x": 0.0}', '{"x": 1.0}'}  # the nearer whole number, and the other
+
+
 def test_a_session_shrinks_to_smaller_programs_with_its_steps_renamed():
     program = parse("a = x.sin()\nb = a + y\nc = b * b\n", {"x": None, "y": None})
     drawn = Drawn(program.source, {"x": None, "y": None}, {"x": 0.5, "y": 1.0}, program)
@@ -213,14 +229,15 @@ def test_a_wrong_derivative_shrinks_to_the_one_operation_at_a_whole_number(tmp_p
 @pytest.mark.parametrize("mutant, at_seed, steps, says", [
     ("graph-never-freed", 1, 2, "torch raises RuntimeError"),
     ("retain-graph-ignored", 0, 2, "torch raises nothing"),
-    ("grad-starts-at-zero", 0, 1, "torch gives None"),
+    # found in a session, which shrinks to none: an input no operation uses shows it on its own
+    ("grad-starts-at-zero", 0, 0, "torch leaves .grad None"),
 ])
 def test_a_behaviour_bug_shrinks_to_one_operation_and_the_fewest_steps(tmp_path, mutant,
                                                                         at_seed, steps, says):
     """The session's program shrinks too (hypothesis alone left these at 2 and 4 operations),
     to one operation at whole numbers, with only the steps the bug needs."""
     found = fuzz_in_process(engine(tmp_path, mutant), at_seed=at_seed).found
-    assert found is not None and found.kind == "behaviour"
+    assert found is not None and found.kind == ("behaviour" if steps else "gradient")
     assert found.operations == 1 and len(found.session.steps) == steps, found.describe()
     assert all(float(v).is_integer() for v in found.drawn.point.values())
     assert says in found.message

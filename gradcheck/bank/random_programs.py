@@ -8,15 +8,13 @@ on either side of a binary operation, a value used by several later operations (
 on several paths, diamonds), chains, a 1-D input reduced by `sum` and `mean` or indexed, and
 an input no operation uses (torch leaves its `.grad` None).
 
-The draw is laid out for hypothesis's shrinker, which makes each choice smaller and drops
-choices it can: the number of operations is drawn first, so a failure shrinks to fewer
-operations before anything else; each operand is counted back from the newest value (0 is the
-value made just before), so a shrunk program is a chain; numbers come from a short list of small
-ones before any other; a point's values are whole numbers before other floats. What shrinking
-prefers is therefore: fewer operations, then simpler numbers, then points nearer small integers.
-:func:`shrinks` lists the simpler programs hypothesis cannot reach by one choice, in the same
-order, and :func:`smaller_sessions` the same for a behaviour session, whose steps are drawn after
-its program (so hypothesis rarely shrinks a session's program).
+The draw puts the simple choices first: the number of operations is drawn first; each operand
+is counted back from the newest value (0 is the value made just before), so a small draw is a
+chain; numbers come from a short list of small ones before any other; a point's values are
+whole numbers before other floats. A difference is shrunk by :func:`shrinks`, the simpler
+programs in the order a shrink prefers them (fewer operations, fewer inputs, then simpler
+numbers, then points nearer small integers), and :func:`smaller_sessions`, the same for a
+behaviour session (gradcheck.grading.fuzzing tries them one at a time).
 
 A point is accepted only when, evaluated in float64, every value is finite and at most
 :data:`LARGEST` in size, and every kink, pole and domain edge (the quantity
@@ -238,8 +236,7 @@ Renaming = dict[str, str]
 
 
 def smaller(drawn: Drawn) -> list[Drawn]:
-    """Programs simpler than `drawn` that may show the same difference, for a search to try
-    after hypothesis's shrinker (see :func:`shrinks`)."""
+    """Programs simpler than `drawn` that may show the same difference (see :func:`shrinks`)."""
     return [candidate for candidate, _ in shrinks(drawn)]
 
 
@@ -247,10 +244,10 @@ def shrinks(drawn: Drawn) -> list[tuple[Drawn, Renaming]]:
     """Programs simpler than `drawn`, in the order a shrink prefers them, each with what its
     names were called in `drawn`: each earlier value as the output, at the same point; each
     operation alone on fresh inputs, at the values its operands had (and at those rounded to
-    whole numbers); then the same program with one number simpler; then at a point nearer
-    small whole numbers. hypothesis cannot reach the first ones when it would have to change
-    several choices at once (drop the operations before a faulty one, and rewire it to an
-    input), nor any of them for a behaviour session, whose steps are drawn after the program."""
+    whole numbers); the same program without an input it does not use; then with one number
+    simpler; then at a point nearer small whole numbers. Each is one step of a shrink, however
+    many of the draw's choices it changes at once (drop the operations before a faulty one and
+    rewire it to an input), and a behaviour session shrinks its program by them too."""
     program = drawn.program
     values = _node_values(program, drawn.point)
     lines = [(target, expression, set(re.findall(_IDENTIFIER, expression)))
@@ -270,15 +267,32 @@ def shrinks(drawn: Drawn) -> list[tuple[Drawn, Renaming]]:
             found += _alone(program, node_id, values)
     unused = unused_inputs(drawn)
     found = [_with_unused(candidate, names, drawn, unused) for candidate, names in found]
+    for name in unused:  # the same program without an input it never uses
+        kept = {other: other for other in program.names if other != name}
+        found += [(candidate, kept) for candidate in _drawn(
+            drawn.source, {n: size for n, size in drawn.inputs.items() if n != name},
+            {n: value for n, value in drawn.point.items() if n != name})]
     same = {name: name for name in program.names}
     return found + [(candidate, same) for candidate in _simpler_numbers(drawn)
                     + _nearer_points(drawn)]
 
 
 def _alone(program: Program, node_id: int, values: list[Any]) -> list[tuple[Drawn, Renaming]]:
-    """Operation `node_id` on inputs of its own, at its operands' values and rounded ones."""
+    """Operation `node_id` on inputs of its own, at its operands' values and rounded ones. An
+    operation that works element by element on a 1-D value is first tried on each element of
+    it alone, as a scalar (`x.tanh()` at the value of `v[1]`, for `v.tanh()`)."""
+    node = program.nodes[node_id]
+    elementwise = node.size is not None and OPS[node.op].kind in (UNARY, FUNCTION, BINARY)
+    return [found for element in [*(range(node.size) if elementwise else ()), None]
+            for found in _on_inputs_of_its_own(program, node_id, values, element)]
+
+
+def _on_inputs_of_its_own(program: Program, node_id: int, values: list[Any],
+                          element: int | None) -> list[tuple[Drawn, Renaming]]:
+    """`_alone`'s programs: with an `element`, each 1-D operand is that element of it."""
     node = program.nodes[node_id]
     op = OPS[node.op]
+    scalar = element is not None
     inputs: dict[str, int | None] = {}
     point: dict[str, Any] = {}
     names_of: dict[int, str] = {}
@@ -292,9 +306,12 @@ def _alone(program: Program, node_id: int, values: list[Any]) -> list[tuple[Draw
             scalars = [n for n, size in inputs.items() if size is None]
             if argument.size is not None and VECTOR in inputs:
                 return []  # two different 1-D operands: one 1-D input is all a program has
-            names_of[arg] = VECTOR if argument.size is not None else SCALARS[len(scalars)]
-            inputs[names_of[arg]] = argument.size
-            point[names_of[arg]] = np.asarray(values[arg]).tolist()
+            vector = argument.size is not None and not scalar
+            names_of[arg] = VECTOR if vector else SCALARS[len(scalars)]
+            inputs[names_of[arg]] = argument.size if vector else None
+            value = np.asarray(values[arg])
+            point[names_of[arg]] = (value[element] if argument.size is not None and scalar
+                                    else value).tolist()
         texts.append(names_of[arg])
     if op.kind == BINARY:
         expression = f"{texts[0]} {op.symbol} {texts[1]}"
@@ -305,7 +322,7 @@ def _alone(program: Program, node_id: int, values: list[Any]) -> list[tuple[Draw
     else:
         expression = f"{texts[0]}.{op.name}()"
     lines: list[Line] = [("t0", expression, set(texts))]
-    if node.size is not None:
+    if node.size is not None and not scalar:
         lines.append(("t1", "t0.sum()", {"t0"}))
     source, used, renamed = _assemble(lines, inputs)
     at = {new: point[old] for old, new in renamed.items() if old in point}
@@ -370,7 +387,8 @@ def _simpler_numbers(drawn: Drawn) -> list[Drawn]:
 
 def _nearer_points(drawn: Drawn) -> list[Drawn]:
     """The program at points nearer small whole numbers: every value rounded; one value
-    rounded, or a whole one moved one towards 0."""
+    rounded (to the nearer whole number, then to the other one either side), or a whole one
+    moved one towards 0."""
     def whole(value: float) -> float:
         return float(np.round(value)) + 0.0
 
@@ -379,13 +397,15 @@ def _nearer_points(drawn: Drawn) -> list[Drawn]:
     points = [rounded] if rounded != drawn.point else []
     for name, value in drawn.point.items():
         for index, v in enumerate(value if isinstance(value, list) else [value]):
-            nearer = whole(v) if v != whole(v) else v - float(np.sign(v))
-            if nearer == v:
-                continue
-            if isinstance(value, list):
-                points.append({**drawn.point, name: [*value[:index], nearer, *value[index + 1:]]})
-            else:
-                points.append({**drawn.point, name: nearer})
+            sides = (whole(v), float(np.floor(v) + np.ceil(v)) - whole(v))
+            for nearer in sides if v != whole(v) else (v - float(np.sign(v)),):
+                if nearer == v:
+                    continue
+                if isinstance(value, list):
+                    points.append({**drawn.point,
+                                   name: [*value[:index], nearer, *value[index + 1:]]})
+                else:
+                    points.append({**drawn.point, name: nearer})
     return [d for point in points for d in _drawn(drawn.source, dict(drawn.inputs), point)]
 
 

@@ -6,10 +6,12 @@ asked of the engine through `ask`, the same requests the grader sends its sandbo
 judged as the grader judges a gradients check
 (:func:`gradcheck.grading.compare.grade`: the oracles must agree first, and a value they disagree
 on is never held against the engine) and a behaviour check (:func:`verdicts.behaviour`, against
-torch run here). The first difference found is shrunk by hypothesis, towards fewer operations,
-then simpler numbers, then points nearer small integers; every difference met while shrinking is
-kept, and the smallest is shrunk again by trying the cases `random_programs.shrinks` and
-`smaller_sessions` list (a session's program too), until none of them still differs.
+torch run here). The first difference found is shrunk by trying the simpler cases
+`random_programs.shrinks` and `smaller_sessions` list (a session's program too), keeping each
+that still differs, until none does: towards fewer operations, steps and inputs, then simpler
+numbers, then points nearer small integers. hypothesis only draws; its own shrinker, which
+draws the case again choice by choice, is not run: it took most of a failing grading's
+feedback time and ended no smaller (BENCHMARKS.md, "Shrinking").
 
 Oracles: finite differences, torch and jax, those that are installed. Where torch cannot be used
 (grading with an answer key, which imports neither torch nor jax; or torch not installed) the
@@ -20,10 +22,11 @@ An answer key holds the cases a search draws when the engine passes every one, w
 oracles' answers on each (`Answered`, recorded by `search(record=...)`): `replayed` judges
 those first, with neither hypothesis drawing nor an oracle running. hypothesis draws each case
 from the seed and the outcomes of the cases before it, so for an engine that passes them all a
-live search draws exactly these, and the replay's verdict is the live one. At the first case
-that differs (or when the engine's time runs out) the live search takes over: it draws the same
-cases again and is given the engine's replies to them, so the engine meets the very requests of
-a live search, and its finding is the live one.
+live search draws exactly these, and the replay's verdict is the live one. The first case that
+differs is the one the live search stops at, and it is shrunk as the live search shrinks it, so
+the engine meets the very requests of a live search, and the finding is the live one. When the
+engine's time runs out, the live search takes over: it draws the same cases again and is given
+the engine's replies to them.
 """
 
 from __future__ import annotations
@@ -170,10 +173,12 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
 
     @seed(at_seed)
     @settings(max_examples=examples, database=None, derandomize=False, deadline=None,
-              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck),
               report_multiple_bugs=False, verbosity=Verbosity.quiet, print_blob=False)
     @given(strategy)
     def attempt(case: Session) -> None:
+        if found:  # hypothesis runs the case that differed once more, to report it
+            raise _Differs
         if state["stopped"]:
             return
         if seconds is not None and time.monotonic() - started > seconds:
@@ -198,14 +203,18 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
     except Exception:  # hypothesis's own complaint (a flaky engine): the findings stand
         if not found:
             raise
-    best = min(found, key=lambda finding: _size(finding.session)) if found else None
-    if best is not None:
-        best = _reduce(best, judge)
-    if best is not None and localise_finding and best.grading is not None \
-            and "torch" in judge.oracles:
-        best = judge.localised(best)
+    best = _shrunk(found[0], judge, localise_finding) if found else None
     return Search(best, state["tried"], time.monotonic() - started, judge.oracles,
                   judge.behaviour_oracle, state["stopped"])
+
+
+def _shrunk(found: Finding, judge: _Judge, localise_finding: bool = True) -> Finding:
+    """The smallest case `_reduce` reaches from `found`, with the grader's feedback on it
+    where torch can walk it."""
+    best = _reduce(found, judge)
+    if localise_finding and best.grading is not None and "torch" in judge.oracles:
+        best = judge.localised(best)
+    return best
 
 
 def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
@@ -214,11 +223,12 @@ def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
     """`search(ask, oracles=oracles, tolerance=tolerance, **search_options)` where `cases` are
     the cases that search draws for an engine that passes every one (module docstring): each
     judged in order against its stored answers (the oracles' agreement on them judged by
-    `agreed`, as `compare.grade` takes it); at the first that differs, or when the engine's
-    time runs out, the live search, given the replies the engine has made. `shrink_later`:
-    the first case that differs is the finding, as it was drawn, and the search that shrinks
-    it is left to the Search's `resume` (the check's score is known: the watch prints it
-    before the feedback)."""
+    `agreed`, as `compare.grade` takes it); the first that differs is the live search's
+    first difference (a live search draws no further: `search`), shrunk as it shrinks it; when
+    the engine's time runs out, the live search, given the replies the engine has made.
+    `shrink_later`: the first case that differs is the finding, as it was drawn, and its
+    shrinking is left to the Search's `resume` (the check's score is known: the watch prints
+    it before the feedback)."""
     started = time.monotonic()
     asked: list[tuple[dict[str, Any], dict[str, Any] | Failure]] = []
 
@@ -227,25 +237,27 @@ def replayed(ask: Ask, cases: Sequence[Answered], *, oracles: Sequence[str],
         return asked[-1][1]
 
     judge = _Judge(recording, tuple(oracles), tolerance, agreed=agreed)
-
-    def resume(then: Ask) -> Search:
-        return search(_answering(asked, then), oracles=oracles, tolerance=tolerance,
-                      **search_options)
-
     try:
         for tried, case in enumerate(cases, start=1):
             differs = judge.judge(case)
-            if differs is not None:
-                if not shrink_later:
-                    break
+            if differs is None:
+                continue
+
+            def resume(then: Ask) -> Search:
+                best = _shrunk(differs, _Judge(then, tuple(oracles), tolerance),
+                               search_options.get("localise_finding", True))
+                return Search(best, tried, time.monotonic() - started, judge.oracles,
+                              judge.behaviour_oracle)
+
+            if shrink_later:
                 return Search(differs, tried, time.monotonic() - started, judge.oracles,
                               judge.behaviour_oracle, resume=resume)
-        else:
-            return Search(None, len(cases), time.monotonic() - started, judge.oracles,
-                          judge.behaviour_oracle)
-    except _OutOfTime:
-        pass
-    return resume(ask)
+            return resume(ask)
+        return Search(None, len(cases), time.monotonic() - started, judge.oracles,
+                      judge.behaviour_oracle)
+    except _OutOfTime:  # the live search, which meets the same end where the replay met it
+        return search(_answering(asked, ask), oracles=oracles, tolerance=tolerance,
+                      **search_options)
 
 
 def _answering(asked: list[tuple[dict[str, Any], dict[str, Any] | Failure]], ask: Ask) -> Ask:
@@ -296,7 +308,7 @@ def _simpler(case: Session) -> list[Session]:
 
 
 class _Differs(Exception):
-    """Raised inside the hypothesis test when the engine differs: hypothesis then shrinks."""
+    """Raised inside the hypothesis test when the engine differs: the draw stops there."""
 
 
 class _OutOfTime(Exception):
@@ -451,7 +463,7 @@ def _kind(grading: Grading, reply: Mapping[str, Any], output: str) -> str:
 
 
 def _size(case: Session) -> tuple[float, ...]:
-    """How simple a case is: operations, steps, then its numbers, then its point."""
+    """How simple a case is: operations, steps, inputs, then its numbers, then its point."""
     from gradcheck.bank.random_programs import simplicity
 
     nodes = case.drawn.program.nodes
@@ -460,5 +472,6 @@ def _size(case: Session) -> tuple[float, ...]:
               for v in (value if isinstance(value, list) else [value])]
     return (case.drawn.operations, len(case.steps),
             len(case.drawn.inputs) - len(case.requires_grad) if case.steps else 0,
+            len(case.drawn.inputs),
             len(constants), sum(constants),
             sum(abs(v - round(v)) for v in values), sum(abs(v) for v in values))
