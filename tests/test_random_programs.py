@@ -231,6 +231,9 @@ def test_a_wrong_derivative_shrinks_to_the_one_operation_at_a_whole_number(tmp_p
     ("retain-graph-ignored", 0, 2, "torch raises nothing"),
     # found in a session, which shrinks to none: an input no operation uses shows it on its own
     ("grad-starts-at-zero", 0, 0, "torch leaves .grad None"),
+    # only where nothing requires grad: the inputs a smaller program is given are tried frozen
+    ("constants-recorded", 0, 1, "does not require grad"),
+    ("backward-without-grad-allowed", 0, 1, "does not require grad"),
 ])
 def test_a_behaviour_bug_shrinks_to_one_operation_and_the_fewest_steps(tmp_path, mutant,
                                                                         at_seed, steps, says):

@@ -536,7 +536,8 @@ def smaller_sessions(session: Session) -> list[Session]:
     """The session's steps on each program that :func:`shrinks` its own, renamed to match: a
     step on a value the smaller program does not have is left out, and the gradients watched
     are the new program's inputs'. An input of the smaller program is made with requires_grad
-    unless it was one made without."""
+    unless it was one made without; where it stands for a value the program made, it is also
+    tried without (a bug may show only where nothing requires grad)."""
     old = session.drawn
     frozen = set(old.inputs) - set(session.requires_grad)
     found = []
@@ -544,11 +545,14 @@ def smaller_sessions(session: Session) -> list[Session]:
         names = {old.output: drawn.output, **names}
         tracked = tuple(new for new in drawn.inputs
                         if not any(names.get(name) == new for name in frozen))
+        carried = tuple(new for new in tracked
+                        if any(names.get(name) == new for name in session.requires_grad))
         steps = tuple(step for step in (_renamed(step, old, drawn, names)
                                         for step in session.steps) if step is not None)
-        smaller_session = Session(drawn, steps, tracked)
-        if not looks_at_views(smaller_session):
-            found.append(smaller_session)
+        for requires_grad in dict.fromkeys((tracked, carried)):
+            smaller_session = Session(drawn, steps, requires_grad)
+            if not looks_at_views(smaller_session):
+                found.append(smaller_session)
     return found
 
 

@@ -295,13 +295,17 @@ def _reduce(best: Finding, judge: _Judge) -> Finding:
 
 def _simpler(case: Session) -> list[Session]:
     """Cases simpler than `case`: a plain program `smaller` than it; a session on a smaller
-    program, with one step (or one frozen input) fewer."""
+    program, with one step fewer (also with every input made without requires_grad), or with
+    one frozen input fewer."""
     from gradcheck.bank.random_programs import looks_at_views, smaller, smaller_sessions
 
     if not case.steps:
         return [Session(drawn, (), tuple(drawn.inputs)) for drawn in smaller(case.drawn)]
-    fewer = [Session(case.drawn, case.steps[:i] + case.steps[i + 1:], case.requires_grad)
-             for i in range(len(case.steps))]
+    # a step fewer; and with no input made with requires_grad, which may stand for a step that
+    # took the gradients away (the program again under no_grad(), a detach)
+    fewer = [Session(case.drawn, case.steps[:i] + case.steps[i + 1:], requires_grad)
+             for i in range(len(case.steps))
+             for requires_grad in dict.fromkeys((case.requires_grad, ()))]
     thawed = [Session(case.drawn, case.steps, (*case.requires_grad, name))
               for name in case.drawn.inputs if name not in case.requires_grad]
     return smaller_sessions(case) + fewer + [s for s in thawed if not looks_at_views(s)]
