@@ -78,9 +78,15 @@ class Watch:
         return {"score_s": scored - written, "report_s": done - written,
                 "cpu_s": self.cpu() - cpu, "total": total.split()[1].rstrip(",")}
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Ctrl-C; how the watch ended ("killed" if it had not after 60 s)."""
         self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=60)
+        try:
+            return f"exit {self.process.wait(timeout=60)}"
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return "killed"
 
 
 def run(rounds: int = 6, cold_runs: int = 3, before: str | None = BEFORE) -> dict[str, Any]:
@@ -121,11 +127,11 @@ def run(rounds: int = 6, cold_runs: int = 3, before: str | None = BEFORE) -> dic
                     saves[label].append({"case": "bug" if number % 2 == 0 else "fixed",
                                          **watch.save(bad if number % 2 == 0 else good)})
         finally:
-            for watch in watches.values():
-                watch.stop()
+            ended = {label: watch.stop() for label, watch in watches.items()}
     summary: dict[str, Any] = {"load_before": load, "load_after": os.getloadavg(),
                                "before_rev": before, "cold_grade_s": cold,
-                               "cold_best_s": min(cold), "watch_ready_s": ready}
+                               "cold_best_s": min(cold), "watch_ready_s": ready,
+                               "ended": ended}
     for label, figures in saves.items():
         for case in ("fixed", "bug"):
             mine = [f for f in figures if f["case"] == case]
