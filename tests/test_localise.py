@@ -5,6 +5,7 @@ sandboxed worker by the real grader against torch; the first line of the failing
 must name the operation the bug is in (torch's grad_fn name and the expression it came from).
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,33 @@ def test_feedback_no_report_shows_is_not_worked_out(tmp_path, hidden_feedback):
     assert ("cause" in in_hidden.detail) == hidden_feedback
     assert in_hidden.message.startswith("At x=0.7, w=-1.2, the backward of") == hidden_feedback
     assert "expected" in in_hidden.message and in_hidden.score == in_shown.score == 0.0
+
+
+@pytest.mark.parametrize("feedback_later", [False, True])
+def test_a_point_two_checks_fail_at_first_is_walked_once(feedback_later, monkeypatch):
+    """op-mul's `gradients` and `answers` checks fail first at the same point with `__mul__`'s
+    backward wrong: the engine traces it once, and both checks name the operation."""
+    from gradcheck.engine.sandbox import Worker
+
+    traced = []
+    request = Worker.request
+
+    def recorded(worker, sent, timeout, then=None):
+        if sent.get("kind") == "trace":
+            traced.append(json.dumps(sent["point"], sort_keys=True))
+        return request(worker, sent, timeout, then)
+
+    monkeypatch.setattr(Worker, "request", recorded)
+    exercise = bundled.bank_dir() / "06-operations" / "op-mul.exercise.yaml"
+    with Grader(ENGINES / "wrong_mul.py", seed=0, timeout=120) as grader:
+        report = grader.grade_bank(load_bank(exercise), feedback_later=feedback_later)
+        grader.give_feedback(report)
+    failed = {r.check: r for r in report.results if r.status == "failed"}
+    assert {"gradients", "answers"} <= set(failed)
+    points = {check: json.dumps(failed[check].detail["point"], sort_keys=True)
+              for check in ("gradients", "answers")}
+    assert points["gradients"] == points["answers"]
+    assert traced.count(points["gradients"]) == 1 and len(traced) == len(set(traced))
+    for check in ("gradients", "answers"):
+        assert "MulBackward0" in failed[check].detail["cause"]
+        assert failed[check].message.startswith(failed["gradients"].message.split("\n")[0])

@@ -148,6 +148,8 @@ class Grader:
         #: with `grade_bank(..., feedback_later=True)`: the failed gradient checks whose
         #: feedback `give_feedback` works out, each with the function that does it
         self._later: list[tuple[Exercise, CheckResult, Callable[[], tuple[str, dict]]]] = []
+        #: the chain-rule walks' findings so far, by exercise and point (`localise.diagnose`)
+        self._located: dict[str, dict[str, localise.Finding | None]] = {}
         self._feedback_later = False
         #: send the request that follows a check's last one with it (`_following`), so that the
         #: worker answers it while this process judges the reply before: on two cores the
@@ -275,7 +277,7 @@ class Grader:
         that differs, replayed from an answer key) is worked out only by `give_feedback`, so
         that the scores can be shown first (`gradcheck grade --watch`)."""
         started = time.monotonic()
-        self._feedback_later, self._later = feedback_later, []
+        self._feedback_later, self._later, self._located = feedback_later, [], {}
         report = GradeReport(submission=self.label, seed=self.seed)
         self.workers.deadline = None  # each grading of a bank has its --total-timeout
         for path, error in bank.broken:
@@ -494,7 +496,8 @@ class Grader:
                 exercise.tolerance.pair().analytic,
                 # torch's walk from the key, which a keyed grading never walks itself
                 None if self.key is None else lambda index: self.key.walk(exercise, check,
-                                                                         points, index))
+                                                                         points, index),
+                self._located.setdefault(exercise.id, {}))
             return _with_hint(message, exercise, check), detail
 
         if self._feedback_later:

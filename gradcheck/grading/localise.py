@@ -22,6 +22,7 @@ JSON shapes the probe checks.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -71,18 +72,29 @@ def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, A
 
 def diagnose(grading: Grading, program: Program, points: Sequence[Mapping[str, Any]],
              requires_grad: Sequence[str], ask: Ask, tolerance: Tolerance,
-             truth: Truth | None = None) -> tuple[str, dict[str, Any]]:
+             truth: Truth | None = None, located: dict[str, Finding | None] | None = None
+             ) -> tuple[str, dict[str, Any]]:
     """`feedback`'s message, and what a report draws the walk from, as plain data
     (`CheckResult.detail`): the first failing point, and there the engine's trace records and
-    the node (and operand) at fault, when they were found."""
+    the node (and operand) at fault, when they were found. `located`: the findings at the
+    points already walked for another check of the same program, requires_grad and tolerance
+    (an exercise's `gradients` and `answers` checks often fail first at the same point); a
+    point met again is not walked again, and a point walked here is added."""
     failed = [i for i, v in enumerate(grading.verdicts) if v.status == "failed" and not v.error]
     if not failed:
         return grading.message, {}
-    known = truth(failed[0]) if truth is not None else None
-    detail: dict[str, Any] = {"point": dict(points[failed[0]])}
-    # given a `truth` that does not hold this point (an answer key's), nothing is walked here
-    finding = None if truth is not None and known is None else locate(
-        program, points[failed[0]], requires_grad, ask, tolerance, known)
+    point = points[failed[0]]
+    detail: dict[str, Any] = {"point": dict(point)}
+    seen = json.dumps(point, sort_keys=True)
+    if located is not None and seen in located:
+        finding = located[seen]
+    else:
+        known = truth(failed[0]) if truth is not None else None
+        # given a `truth` that does not hold this point (an answer key's), nothing is walked
+        finding = None if truth is not None and known is None else locate(
+            program, point, requires_grad, ask, tolerance, known)
+        if located is not None:
+            located[seen] = finding
     if finding is None:
         return grading.message, detail
     detail.update(node=finding.node, arg=finding.arg, cause=finding.cause,
