@@ -11,7 +11,8 @@ torch run here). The first difference found is shrunk by trying the simpler case
 that still differs, until none does: towards fewer operations, steps and inputs, then simpler
 numbers, then points nearer small integers. hypothesis only draws; its own shrinker, which
 draws the case again choice by choice, is not run: it took most of a failing grading's
-feedback time and ended no smaller (BENCHMARKS.md, "Shrinking").
+feedback time and ended no smaller (BENCHMARKS.md, "Shrinking without hypothesis's
+shrinker").
 
 Oracles: finite differences, torch and jax, those that are installed. Where torch cannot be used
 (grading with an answer key, which imports neither torch nor jax; or torch not installed) the
