@@ -1,7 +1,5 @@
 """`python -m gradcheck`: the same command as `gradcheck`."""
 
-import sys
+from gradcheck.cli import command
 
-from gradcheck.cli import main
-
-sys.exit(main())
+command()

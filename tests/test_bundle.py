@@ -125,7 +125,7 @@ def installed_wheel(wheel: Path, requirement: str, cwd: Path, target: Path) -> P
     for path in bank_dir().rglob("*.exercise.yaml"):
         assert (target / "gradcheck" / "_bank" / path.relative_to(bank_dir())).is_file()
     info = target / f"gradcheck-{__version__}.dist-info"
-    assert "gradcheck = gradcheck.cli:main" in (info / "entry_points.txt").read_text()
+    assert "gradcheck = gradcheck.cli:command" in (info / "entry_points.txt").read_text()
     assert "Requires-Dist: numpy" in (info / "METADATA").read_text()
     assert "MIT License" in (info / "licenses" / "LICENSE").read_text()
     done = subprocess.run(
