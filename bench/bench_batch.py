@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_grading import ROOT, SEED, snapshot, submissions
+from code_before import checkout
 
 #: main just before the long-lived grader: a `gradcheck grade` process per submission
 BEFORE = "ba5ce10"
@@ -97,12 +98,8 @@ def build_key(bank: Path, key: Path, env: dict[str, str] | None = None) -> None:
 def long_lived(work: Path, bank: Path, before: str, rounds: int) -> dict[str, Any]:
     """Figure 1: 50 submissions, -j 2, before and after, alternating, on the exercises of
     `bank` that the code before can read, each with its own key."""
-    old = work / "before"
-    old.mkdir()
-    archive = subprocess.run(["git", "archive", before, "gradcheck", "exercises", "reference",
-                              "examples", "pyproject.toml"], cwd=ROOT, check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    old = checkout(before, work / "before",
+                   ["gradcheck", "exercises", "reference", "examples", "pyproject.toml"])
     common = Path(shutil.copytree(bank, work / "common"))
     for path in unreadable(old, common):  # a check's own hint is feedback only: dropped
         without_check_hints(Path(path))

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from code_before import ROOT, checkout
+
 REFERENCE = ROOT / "reference" / "__init__.py"
 MUL_BUG = ("return g * _val(node._b),", "return g * node._a._value,")  # tests/engines/mutant.py
 #: main just before the watch's workers started ahead and its feedback after the scores
@@ -105,13 +106,9 @@ def run(rounds: int = 6, cold_runs: int = 3, before: str | None = BEFORE) -> dic
             cold.append(time.perf_counter() - started)
         trees: dict[str, dict[str, str] | None] = {"after": None}
         if before:
-            old = work_dir / "code-before"
-            old.mkdir()
             # pyproject.toml: how gradcheck run from a checkout finds its bundled bank
-            archive = subprocess.run(["git", "archive", before, "gradcheck", "exercises",
-                                      "reference", "pyproject.toml"], cwd=ROOT, check=True,
-                                     capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+            old = checkout(before, work_dir / "code-before",
+                           ["gradcheck", "exercises", "reference", "pyproject.toml"])
             # `python -m` puts the watch's folder first on sys.path, then PYTHONPATH
             trees = {"before": {**os.environ, "PYTHONPATH": str(old)}, **trees}
         watches = {}
