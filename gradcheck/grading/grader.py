@@ -149,7 +149,7 @@ class Grader:
         #: feedback `give_feedback` works out, each with the function that does it
         self._later: list[tuple[Exercise, CheckResult, Callable[[], tuple[str, dict]]]] = []
         #: the chain-rule walks' findings so far, by exercise and point (`localise.diagnose`)
-        self._located: dict[str, dict[str, localise.Finding | None]] = {}
+        self._located: dict[str, dict[str, localise.Finding]] = {}
         self._feedback_later = False
         #: send the request that follows a check's last one with it (`_following`), so that the
         #: worker answers it while this process judges the reply before: on two cores the

@@ -72,28 +72,29 @@ def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, A
 
 def diagnose(grading: Grading, program: Program, points: Sequence[Mapping[str, Any]],
              requires_grad: Sequence[str], ask: Ask, tolerance: Tolerance,
-             truth: Truth | None = None, located: dict[str, Finding | None] | None = None
+             truth: Truth | None = None, located: dict[str, Finding] | None = None
              ) -> tuple[str, dict[str, Any]]:
     """`feedback`'s message, and what a report draws the walk from, as plain data
     (`CheckResult.detail`): the first failing point, and there the engine's trace records and
     the node (and operand) at fault, when they were found. `located`: the findings at the
     points already walked for another check of the same program, requires_grad and tolerance
     (an exercise's `gradients` and `answers` checks often fail first at the same point); a
-    point met again is not walked again, and a point walked here is added."""
+    point with a finding there is not walked again, and a finding made here is added."""
     failed = [i for i, v in enumerate(grading.verdicts) if v.status == "failed" and not v.error]
     if not failed:
         return grading.message, {}
     point = points[failed[0]]
     detail: dict[str, Any] = {"point": dict(point)}
     seen = json.dumps(point, sort_keys=True)
-    if located is not None and seen in located:
-        finding = located[seen]
-    else:
+    finding = located.get(seen) if located is not None else None
+    if finding is None:
         known = truth(failed[0]) if truth is not None else None
         # given a `truth` that does not hold this point (an answer key's), nothing is walked
         finding = None if truth is not None and known is None else locate(
             program, point, requires_grad, ask, tolerance, known)
-        if located is not None:
+        # only a finding is kept: no finding may be this check's alone (its key holds no walk
+        # at the point, its time ran out), and another check walks again
+        if located is not None and finding is not None:
             located[seen] = finding
     if finding is None:
         return grading.message, detail
