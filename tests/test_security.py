@@ -672,6 +672,61 @@ def test_a_child_that_outlives_its_worker_comes_back_to_the_grader_and_is_killed
         assert not [pid for pid in census.adopted(0) if alive(pid)]
 
 
+_PARENT = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    with open({pidfile!r}, "w") as f:
+        f.write(str(os.getpid()))
+time.sleep(60)
+"""
+
+_HANDED_OVER = """
+import os, subprocess, sys, time
+from gradcheck.engine import census
+from gradcheck.engine.worker import adopt_orphans
+
+adopt_orphans()
+parent = subprocess.Popen([sys.executable, "-c", {parent!r}], start_new_session=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while not os.path.exists({pidfile!r}) or not open({pidfile!r}).read():
+    time.sleep(0.01)
+child = int(open({pidfile!r}).read())
+
+
+def parent_of(pid):
+    return int(open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[1])
+
+
+def orphans():
+    found = census.adopted(0)
+    if parent.returncode is None:  # it dies now, handing its child over before the scan
+        parent.kill()
+        while parent_of(child) != os.getpid():
+            time.sleep(0.001)
+        parent.returncode = -9
+    return found
+
+
+census.kill_all(-1, orphans)
+census.reap(census.adopted(0))
+"""
+
+
+def test_a_child_handed_over_as_its_parent_dies_during_the_kill_is_killed_too(tmp_path):
+    """kill_all's race, made certain: an adopted orphan dies after the orphans were asked and
+    before /proc was scanned, so its child, handed over to the subreaper meanwhile, is in
+    neither; a later pass finds it (a grading killed at its timeout: its worker dies of it while
+    the job slot's server sweeps)."""
+    pidfile = tmp_path / "child.pid"
+    script = _HANDED_OVER.format(pidfile=str(pidfile),
+                                 parent=_PARENT.format(pidfile=str(pidfile)))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not alive(_escaped(pidfile))
+
+
 _UNREAPED = """
 import ctypes, os, sys, time
 sys.path.append({engines!r})

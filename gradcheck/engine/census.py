@@ -154,12 +154,19 @@ def kill_all(session: int, more: Callable[[], set[int]] = set) -> None:
     again on every round: the orphans the grader adopted) and theirs, until no new one appears
     (a stopped process cannot fork, and a stopped parent keeps its children findable even after
     they leave the session), then kill them all. A process orphaned by a double fork is found
-    too: the worker is a child subreaper, so such orphans become its children."""
+    too: the worker is a child subreaper, so such orphans become its children.
+
+    `more()` is asked again after each scan, and a round that finds nothing ends the search only
+    if it names no one new: a process dying already (a worker killed with its grader) may hand
+    its children over to this process between `more()` and the scan, so that neither saw them."""
     stopped: set[int] = set()
+    roots = more()
     for _ in range(1000):
-        new = {pid for pid, *_ in members(session, stopped | more())} - stopped
-        if not new:
+        new = {pid for pid, *_ in members(session, stopped | roots)} - stopped
+        later = more()
+        if not new and later <= roots:
             break
+        roots = later
         for pid in new:
             _signal_quietly(pid, signal.SIGSTOP)
         stopped |= new
