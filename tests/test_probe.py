@@ -3,11 +3,14 @@ probe's conversion of whatever an engine returns into plain data."""
 
 import json
 import math
+import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradcheck.engine import handler, run, torch_engine, wire
 from gradcheck.program.language import parse
@@ -367,6 +370,36 @@ GOOD = {"kind": "gradients", "program": spec("z = x * 2"), "points": [{"x": 1.0}
 def test_malformed_requests_are_refused(change, message):
     with pytest.raises(wire.RequestError, match=message):
         wire.check_request({**GOOD, **change})
+
+
+class _Float(float):
+    """A float subclass: an engine's, whose arithmetic could be anything; never a JSON number."""
+
+
+_ANY_ITEM = st.one_of(st.floats(), st.integers(), st.integers(10**308, 10**400),
+                      st.booleans(), st.none(), st.text(max_size=3), st.floats().map(_Float))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ANY_ITEM, min_size=3, max_size=3))
+def test_a_vector_input_is_refused_unless_every_element_is_a_json_number(values):
+    """Requests and replies read a list of numbers in one pass over the types; a bool, a string,
+    None, an integer no double holds, or a float subclass anywhere in it is still refused."""
+    numbers = all(type(v) is float or type(v) is int and abs(v) <= sys.float_info.max
+                  for v in values)
+    request = {"kind": "gradients", "program": spec("z = v.sum()", v=3), "points": [{"v": values}],
+               "requires_grad": ["v"]}
+    if numbers:
+        wire.check_request(request)
+    else:
+        with pytest.raises(wire.RequestError, match="input v needs 3 numbers"):
+            wire.check_request(request)
+    reply = {"results": [{"value": 1.0, "grads": {"v": values}, "error": None}]}
+    if numbers:
+        wire.check_reply(request, reply)
+    else:
+        with pytest.raises(wire.ProtocolError, match="grads"):
+            wire.check_reply(request, reply)
 
 
 @pytest.mark.parametrize("steps, message", [

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gradcheck.program.language import Program, ProgramError, free_names, spec_program
 from gradcheck.program.ops import PIECES
@@ -54,10 +55,10 @@ def check_request(request: Mapping[str, Any]) -> Program | None:
     """Raise RequestError unless `request` is well formed; returns its parsed program."""
     _need(isinstance(request, Mapping), "a request is a mapping")
     kind = request.get("kind")
-    _need(kind in REQUEST_KEYS, f"unknown request kind {kind!r}")
+    _need(kind in REQUEST_KEYS, lambda: f"unknown request kind {kind!r}")
     extra = set(request) - REQUEST_KEYS[kind]
     missing = REQUEST_KEYS[kind] - set(request)
-    _need(not extra and not missing, f"a {kind} request has the keys "
+    _need(not extra and not missing, lambda: f"a {kind} request has the keys "
           f"{sorted(REQUEST_KEYS[kind])}; got {sorted(request)}")
     if kind == "inspect":
         return None
@@ -67,14 +68,14 @@ def check_request(request: Mapping[str, Any]) -> Program | None:
         raise RequestError(f"the request's program does not parse: {exc}") from None
     grad = request["requires_grad"]
     _need(isinstance(grad, list) and set(grad) <= set(program.inputs),
-          f"requires_grad must list inputs of the program, not {grad!r}")
+          lambda: f"requires_grad must list inputs of the program, not {grad!r}")
     points = request["points"] if "points" in request else [request["point"]]
     _need(isinstance(points, list), "points must be a list")
     for point in points:
         _check_point(program, point)
     if kind == "graph":
         _need(isinstance(request["names"], list) and set(request["names"]) <= set(program.names),
-              f"graph names must be variables of the program, not {request['names']!r}")
+              lambda: f"graph names must be variables of the program, not {request['names']!r}")
     if kind == "behaviour":
         _check_steps(program, request["steps"])
     if kind == "hessian":
@@ -86,13 +87,26 @@ def check_request(request: Mapping[str, Any]) -> Program | None:
     return program
 
 
-def _need(condition: bool, message: str) -> None:
+def _need(condition: bool, message: str | Callable[[], str]) -> None:
+    """Raise RequestError with `message` unless `condition`. A message that costs more to write
+    than the check (a point's repr) is a function, called only on failure: the grader and the
+    worker check every point of every request."""
     if not condition:
-        raise RequestError(message)
+        raise RequestError(message if isinstance(message, str) else message())
 
 
 def _is_json_number(x: Any) -> bool:
     return type(x) is float or type(x) is int and -_LARGEST <= x <= _LARGEST
+
+
+def _all_numbers(values: list[Any]) -> bool:
+    """Whether every item of `values` is a JSON number (`_is_json_number`): a list of floats,
+    the common case on every request and reply, is told by one pass in C."""
+    kinds = set(map(type, values))
+    return kinds <= _FLOAT or kinds <= _NUMBER and all(map(_is_json_number, values))
+
+
+_FLOAT, _NUMBER = {float}, {float, int}
 
 
 def cut(text: str, limit: int) -> str:
@@ -144,7 +158,7 @@ def cut_strings(value: Any, limit: int) -> Any:
 
 def _check_point(program: Program, point: Any) -> None:
     _need(isinstance(point, Mapping) and set(point) == set(program.inputs),
-          f"a point gives exactly the inputs {sorted(program.inputs)}; got {point!r:.200}")
+          lambda: f"a point gives exactly the inputs {sorted(program.inputs)}; got {point!r:.200}")
     for name in program.inputs:
         _check_value(program, name, point[name])
 
@@ -152,8 +166,8 @@ def _check_point(program: Program, point: Any) -> None:
 def _check_value(program: Program, name: str, value: Any) -> None:
     size = program.inputs[name]
     ok = (_is_json_number(value) if size is None else isinstance(value, list)
-          and len(value) == size and all(_is_json_number(v) for v in value))
-    _need(ok, f"input {name} needs {'a number' if size is None else f'{size} numbers'}")
+          and len(value) == size and _all_numbers(value))
+    _need(ok, lambda: f"input {name} needs {'a number' if size is None else f'{size} numbers'}")
 
 
 def directions(request: Mapping[str, Any]) -> int:
@@ -175,8 +189,8 @@ def _check_steps(program: Program, steps: Any) -> None:
         _need(set(step) <= {*ACTIONS, "expect"}, f"step {i} has unknown keys")
         action, args = actions[0], step[actions[0]]
         used = _step_names(action, args, program)
-        _need(used is not None, f"step {i}: malformed {action} arguments {args!r:.200}")
-        _need(set(used) <= known, f"step {i} uses unknown names {sorted(set(used) - known)}")
+        _need(used is not None, lambda: f"step {i}: malformed {action} arguments {args!r:.200}")
+        _need(set(used) <= known, lambda: f"step {i} uses unknown names {sorted(set(used) - known)}")
         if action == "detach":
             known.add(args["name"])
         if action == "grad":
@@ -204,8 +218,7 @@ def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
                                                               "create_graph"}:
             return None
         gradient = args.get("gradient")
-        if gradient is not None and not (_is_json_number(gradient) or isinstance(gradient, list)
-                                         and all(_is_json_number(g) for g in gradient)):
+        if gradient is not None and not _numbers_ok(gradient):
             return None
         return _of(args)
     if action == "grad":
@@ -301,17 +314,20 @@ def check_reply(request: Mapping[str, Any], reply: Any) -> None:
             _observation("grad", node["grad"])
 
 
-def _shape(condition: bool, what: str) -> None:
+def _shape(condition: bool, what: str | Callable[[], str]) -> None:
+    """Raise ProtocolError saying `what` is malformed unless `condition` (`what` as `_need`'s
+    message)."""
     if not condition:
-        raise ProtocolError(f"malformed reply ({what})")
+        raise ProtocolError(f"malformed reply ({what if isinstance(what, str) else what()})")
 
 
 def _keys(obj: Any, keys: set[str]) -> None:
-    _shape(isinstance(obj, dict) and set(obj) == keys, f"expected the keys {sorted(keys)}")
+    _shape(isinstance(obj, dict) and obj.keys() == keys,
+           lambda: f"expected the keys {sorted(keys)}")
 
 
 def _numbers_ok(x: Any) -> bool:
-    return _is_json_number(x) or isinstance(x, list) and all(_is_json_number(v) for v in x)
+    return _is_json_number(x) or isinstance(x, list) and _all_numbers(x)
 
 
 def _optional_error(x: Any) -> None:
