@@ -19,7 +19,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 #: The benchmark modules of bench/, each with `run() -> dict`.
 BENCHMARKS = ("bench_engine", "bench_oracles", "bench_grading", "bench_watch", "bench_fuzz",
-              "bench_batch")
+              "bench_batch", "bench_request")
 
 
 def run_all(only: tuple[str, ...] = ()) -> dict[str, Any]:
