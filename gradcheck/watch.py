@@ -110,13 +110,13 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
 def _prestart(args: argparse.Namespace, bank: Bank) -> None:
     """Start the next grading's worker interpreters now, while waiting
     (`gradcheck.engine.sandbox.prestart`), so that after a save only the submission's import is
-    left of each worker's start: two, for the visible exercises and for the others, or, with no
-    others, for the feedback of failed checks (those still waiting when a worker of the others
-    is closed are discarded: gradcheck.grading.workers). Each parses the programs of the
-    exercises whose details are shown meanwhile: any of them may become the worker of those,
-    which must never see a hidden exercise."""
+    left of each worker's start: one for the visible exercises and one for the others, if
+    there are any, to score them; as many again for the feedback of failed checks. Each parses
+    the programs of the exercises whose details are shown meanwhile: any of them may become the
+    worker of those, which must never see a hidden exercise."""
     if args.worker_user is None:
-        sandbox.prestart(2, args.worker_python or sys.executable,
+        sides = {details_shown(exercise) for exercise in bank.exercises}
+        sandbox.prestart(2 * len(sides), args.worker_python or sys.executable,
                          [e.program.spec() for e in bank.exercises if details_shown(e)])
 
 

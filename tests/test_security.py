@@ -440,32 +440,6 @@ def test_a_shown_worker_after_a_withheld_one_is_forked_by_a_new_zygote():
         workers.close()
 
 
-def test_no_interpreter_that_waited_while_a_withheld_worker_ran_becomes_a_shown_worker():
-    """`grade --watch` starts worker interpreters ahead; one still waiting when a worker of the
-    withheld side is closed could have been written into by it (the same user may write another
-    process's memory), so it is discarded, and the next shown worker is forked anew."""
-    from gradcheck.engine import sandbox
-    from gradcheck.grading.workers import Workers
-
-    exercises = {e.id: e for e in load_bank(bundled.bank_dir()).exercises}
-    hidden, shown = exercises["nothing-tracked"], exercises["chain-rule-z"]
-    workers = Workers(ENGINES / "tiny.py", {})
-    try:
-        sandbox.prestart(3)
-        waiting = [spare.proc.pid for spare in sandbox._SPARES]
-        pids = []
-        for exercise in (shown, hidden, shown):
-            worker = workers.for_exercise(exercise)
-            worker.request({"kind": "inspect"}, timeout=10)
-            pids.append(worker.pid)
-        assert pids[:2] == waiting[:2]  # started ahead, taken in turn
-        assert pids[2] not in waiting and sandbox._SPARES == []
-        assert not census.start_time(waiting[2])  # the third, never taken, is gone
-    finally:
-        workers.close()
-        sandbox.discard_spares()
-
-
 @as_another_user
 @pytest.mark.slow
 def test_hardened_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(

@@ -81,8 +81,8 @@ def test_the_interpreters_started_ahead_parse_no_hidden_exercise(tmp_path):
         f"sys.path.append({str(Path(__file__).parent / 'engines')!r})\nfrom tiny import *\n")
     _prestart(argparse.Namespace(worker_user=None, worker_python=None), load_bank(bank))
     try:
-        assert len(sandbox._SPARES) == 2  # to score each side
-        for _ in range(2):  # every one of them
+        assert len(sandbox._SPARES) == 4  # two sides, each for the scores and the feedback
+        for _ in range(4):  # every one of them
             with Worker(submission, import_timeout=10) as worker:
                 worker.request({"kind": "inspect"}, timeout=10)
             assert seen.read_text() == repr(["f = x * y\n"])

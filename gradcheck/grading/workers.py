@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gradcheck.bank.models import Exercise
-from gradcheck.engine.sandbox import Worker, Zygote, discard_spares
+from gradcheck.engine.sandbox import Worker, Zygote
 
 
 def details_shown(exercise: Exercise) -> bool:
@@ -65,9 +65,6 @@ class Workers:
         self._worker.close()
         if not self._shown:  # what a withheld side's worker could reach, the next side's cannot
             self._zygote.close()  # a new one forks the next worker
-            # as the zygote, an interpreter waiting meanwhile (`grade --watch` starts them
-            # ahead) could have been written into: the same user may write another's memory
-            discard_spares()
         self._said[self._shown].append(_words(self._worker))
         self._worker = None
 
