@@ -190,7 +190,8 @@ def _check_steps(program: Program, steps: Any) -> None:
         action, args = actions[0], step[actions[0]]
         used = _step_names(action, args, program)
         _need(used is not None, lambda: f"step {i}: malformed {action} arguments {args!r:.200}")
-        _need(set(used) <= known, lambda: f"step {i} uses unknown names {sorted(set(used) - known)}")
+        _need(set(used) <= known,
+              lambda: f"step {i} uses unknown names {sorted(set(used) - known)}")
         if action == "detach":
             known.add(args["name"])
         if action == "grad":
