@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import unicodedata
+
 import numpy as np
 import pytest
 
@@ -298,3 +301,16 @@ def test_a_loop_copied_after_two_passes_alike_is_the_loop_parsed_pass_by_pass(so
 def test_the_loops_that_copying_could_get_wrong_parse_as_pass_by_pass(source):
     fast, slow = _both(source, {"x": None})
     assert fast == slow
+
+
+def test_no_name_starts_with_an_underscore_unless_the_source_has_one():
+    """The parser looks for names that start with an underscore only in a source that has one:
+    every other character Python reads as "_" (NFKC) cannot start a name or an attribute."""
+    lookalikes = [chr(c) for c in range(0x80, sys.maxunicode + 1)
+                  if unicodedata.normalize("NFKC", chr(c)).startswith("_")]
+    assert lookalikes  # there are some: U+FE4D, U+FF3F, ...
+    for ch in lookalikes:
+        for source in (f"y = x.{ch}{ch}class{ch}{ch}", f"y = {ch}{ch}import{ch}{ch}('os')",
+                       f"{ch}y = x"):
+            with pytest.raises(ProgramError):
+                parse(source, {"x": None})
