@@ -80,6 +80,14 @@ class Node:
     column: int = 0
 
 
+def _with_args(node: Node, args: tuple[int, ...]) -> Node:
+    """`node` with other `args`: a loop unrolled copies thousands of nodes, and a frozen
+    dataclass's own constructor sets each of ten fields through a call."""
+    moved = object.__new__(Node)
+    moved.__dict__.update(node.__dict__, args=args)
+    return moved
+
+
 @dataclass(frozen=True)
 class Program:
     """A parsed program. `names` maps each variable to the node it holds at the end."""
@@ -311,9 +319,8 @@ class _Parser:
         for number in range(1, passes + 1):
             shift = number * size
             self.nodes.extend(
-                Node(node.op, tuple(a + shift if a >= first else a for a in node.args),
-                     node.size, node.name, node.value, node.index, node.reduces_scalar,
-                     node.text, node.line, node.column) for node in template)
+                _with_args(node, tuple(a + shift if a >= first else a for a in node.args))
+                for node in template)
         self.statements += passes * (self.statements - statements)
         self.names = {name: node + passes * size if node >= first else node
                       for name, node in self.names.items()}
