@@ -301,7 +301,7 @@ class _Parser:
             return False
         moved = lambda node: node + size if node >= first else node  # noqa: E731
         for old, new in zip(self.nodes[earlier[0]:start], self.nodes[start:]):
-            if new != dataclasses.replace(old, args=tuple(map(moved, old.args))):
+            if new != _with_args(old, tuple(map(moved, old.args))):
                 return False
         return self.names == {name: moved(node) for name, node in later[2].items()}
 
