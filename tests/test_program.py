@@ -303,6 +303,31 @@ def test_the_loops_that_copying_could_get_wrong_parse_as_pass_by_pass(source):
     assert fast == slow
 
 
+@pytest.mark.parametrize("source", [
+    "y = x.__class__", "y = __import__('os')", "_y = x", "y = x*_a", "y = (_a)", "y = [x,_a][0]",
+    "y = x\n_a = y", "y = x;_a = y", "y = x.\\\n__class__", "y = x\u0301 + _a",
+    "y = x if x else _a", "for _ in range(2):\n    y = x._z",
+])
+def test_every_name_that_starts_with_an_underscore_is_looked_for(source):
+    """A name Python's tokenizer reads as starting with "_" is found by the quick test that
+    decides whether the parser looks for such names at all."""
+    import io
+    import tokenize
+    lines = source.splitlines(keepends=True)
+    names = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
+             if t.type == tokenize.NAME and t.string.startswith("_")]
+    starts = {sum(map(len, lines[:t.start[0] - 1])) + t.start[1] for t in names}
+    assert starts <= {m.start() for m in language.UNDERSCORE_STARTS.finditer(source)}
+    with pytest.raises(ProgramError) as caught:  # the loop's own `_` is allowed
+        parse(source, {"x": None})
+    assert any("underscore" in str(e) for e in (caught.value, *caught.value.more))
+
+
+def test_an_underscore_inside_a_name_is_not_taken_for_one_that_starts_it():
+    assert language.UNDERSCORE_STARTS.search("i0_1 = x * 2\nz_2 = i0_1 + x") is None
+    assert parse("i0_1 = x * 2\nz_2 = i0_1 + x", {"x": None}).output_name == "z_2"
+
+
 def test_no_name_starts_with_an_underscore_unless_the_source_has_one():
     """The parser looks for names that start with an underscore only in a source that has one:
     every other character Python reads as "_" (NFKC) cannot start a name or an attribute."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -125,6 +126,11 @@ def parse(source: str, inputs: Mapping[str, int | None], output: str | None = No
     return _Parser(source, inputs).program(tree, output)
 
 
+#: an underscore that may start a name: one after a word character is inside a name or a number
+#: (where Python refuses it: `1_x`), and the characters NFKC makes "_" of cannot start a name
+UNDERSCORE_STARTS = re.compile(r"(?<!\w)_")
+
+
 def _hidden_names(tree: ast.AST) -> list[ProgramError]:
     """Every name and attribute that starts with an underscore (`x.__class__`, `__import__`),
     each where it is written; the loop's own `_` is the one allowed."""
@@ -205,10 +211,10 @@ class _Parser:
     def program(self, tree: ast.Module, output: str | None) -> Program:
         if not tree.body:
             raise ProgramError("the program is empty; write at least one assignment")
-        # a name or attribute that starts with an underscore needs one in the source (the
-        # characters NFKC makes "_" of cannot start an identifier): most programs have none, and
-        # walking the tree for them was a third of a small program's parse
-        for error in _hidden_names(tree) if "_" in self.source else ():
+        # a name or attribute that starts with an underscore needs one in the source after a
+        # character that cannot be part of that name (`UNDERSCORE_STARTS`): most programs have
+        # none, and walking the tree for them was a third of a small program's parse
+        for error in _hidden_names(tree) if UNDERSCORE_STARTS.search(self.source) else ():
             self.errors.setdefault((error.line, error.column), error)
         self._statements(tree.body)
         if self.errors:
