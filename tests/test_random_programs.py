@@ -246,6 +246,41 @@ def test_a_behaviour_bug_shrinks_to_one_operation_and_the_fewest_steps(tmp_path,
     assert says in found.message
 
 
+def test_a_session_is_compared_up_to_the_backward_torch_refuses_and_not_after(tmp_path):
+    """torch runs part of the graph before a second backward raises (a retained gradient
+    filled, a leaf added into): no engine is expected to match that part (docs/protocol.md),
+    so a drawn session is compared up to that step, and of it only that it raises."""
+    upfront = tmp_path / "upfront.py"  # raises before it runs any operation of the pass
+    walk = "    get = grads.get\n    found: dict[Scalar, Any] = {}\n"
+    assert walk in SOURCE
+    upfront.write_text(SOURCE.replace(walk, "    if any(n._op.saves and n._freed() for n in "
+                                            "order):\n        raise RuntimeError(_BACKWARD_TWICE)\n"
+                                      + walk))
+    spec = importlib.util.spec_from_file_location("upfront", upfront)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    judge = fuzzing._Judge(lambda request: handler.handle(module, request), ("fd", "torch"),
+                           compare.Tolerances())
+    again = {"backward": {"retain_graph": True}, "expect": ["grad.a", "grad.x", "grad.y"]}
+    for source, steps in [
+        ("a = x / 2\n", ({"backward": {}}, {"retain_grad": ["a"]}, again)),  # a.grad: torch 1
+        ("a = x * 2.0\nb = a + y\n", ({"backward": {}, "expect": ["grad.y"]},  # y.grad: 2
+                                         {"backward": {}, "expect": ["grad.x", "grad.y"]},
+                                         {"zero_grad": ["x"], "expect": ["grad.y"]})),
+    ]:
+        inputs = {"x": None, "y": None}
+        program = parse(source, inputs)
+        case = Session(Drawn(source, inputs, {"x": 0.0, "y": 1.0}, program), steps, ("x", "y"))
+        answered = judge.answered(case)
+        assert any(step["error"] for step in answered.behaviour["steps"])
+        assert judge.judge(answered) is None, source
+    # an engine that does not raise at all still differs, at that step
+    upfront.write_text(SOURCE.replace("if op.saves and node._freed():", "if False:"))
+    spec.loader.exec_module(module)
+    found = judge(case)
+    assert found is not None and "step 2" in found.message and "torch raises" in found.message
+
+
 @pytest.mark.slow
 def test_the_reference_engine_shows_no_difference_from_torch_in_300_programs(tmp_path):
     result = fuzz_in_process(engine(tmp_path, "reference"), oracles=("fd", "torch", "jax"))
