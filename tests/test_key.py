@@ -239,7 +239,7 @@ def test_a_key_from_another_version_or_for_another_seed_is_refused(key, tmp_path
     data["format"] = 1  # before finite differences and second derivatives were in the key
     other.write_text(json.dumps(data))
     with pytest.raises(answer_key.KeyFileError, match="is in format 1, and this gradcheck reads "
-                                                      "format 2; rebuild it"):
+                                                      "format 3; rebuild it"):
         answer_key.load(other)
     other.write_text("{}")
     with pytest.raises(GraderError, match="is not an answer key written by `gradcheck key build`"):
@@ -575,3 +575,68 @@ def test_a_key_kept_loaded_grades_each_submission_as_a_key_read_afresh(
                 if engine == "reference" and folder != changed and (prepared or number == 2):
                     assert worked_out == []  # every agreement was worked out before
                 assert again == graded(engine, folder, key=path)
+
+
+#: torch adds into y.grad before the second backward() finds a's saved values freed
+PARTIAL = """\
+id: partial-backward
+title: A second backward raises after torch has run part of the graph
+topic: 04-accumulation
+points: 2
+inputs:
+  x: {value: 1.5}
+  y: {value: -2.0}
+program: |
+  a = x * 2.0
+  z = a + y
+checks:
+  behaviour:
+    steps:
+      - backward: {}
+        expect: [grad.x, grad.y]
+      - backward: {}
+        expect: [grad.x, grad.y]
+      - backward: {retain_graph: true}
+        expect: [grad.x, grad.y]
+      - zero_grad: [y]
+        expect: [grad.y]
+      - forward: {}
+      - backward: {}
+        expect: [grad.x, grad.y]
+"""
+
+
+def test_a_gradient_torch_changed_before_a_backward_raised_is_compared_only_once_reset(
+        tmp_path):
+    """torch's part of a backward that raises is no engine's to match (docs/protocol.md): an
+    engine that raises before it runs any operation passes, live and with a key, as the
+    reference does; the gradients are compared again once set to None, and an engine that
+    does not raise, or adds up wrong after the reset, still fails."""
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    (folder / "partial.exercise.yaml").write_text(PARTIAL)
+    key = tmp_path / "key.json"
+    answer_key.build(load_bank(folder), SEED, key)
+    stored = json.loads(key.read_text())["exercises"]["partial-backward"]["checks"]["behaviour"]
+    assert [step.get("touched") for step in stored["torch"]["steps"]] == [
+        None, ["y"], ["y"], None, None, None]
+    source = (reference_path() / "__init__.py").read_text()
+    walk = "    get = grads.get\n    found: dict[Scalar, Any] = {}\n"
+    assert walk in source
+    upfront = tmp_path / "upfront.py"
+    upfront.write_text(source.replace(walk, "    if any(n._op.saves and n._freed() for n in "
+                                            "order):\n        raise RuntimeError(_BACKWARD_TWICE)\n"
+                                      + walk))
+    never = tmp_path / "never_raises.py"
+    never.write_text(source.replace("if op.saves and node._freed():", "if False:"))
+    adding = "leaf._grad = g if leaf._grad is None else leaf._grad + g\n"
+    assert adding in source
+    twice = tmp_path / "twice.py"  # adds a gradient into a leaf's twice
+    twice.write_text(source.replace(adding, adding.replace("+ g", "+ g + g")))
+    for engine, status in [("reference", "passed"), (upfront, "passed"), (never, "failed"),
+                           (twice, "failed")]:
+        live = graded(engine, folder)
+        assert graded(engine, folder, key=key) == live
+        assert [s for _, check, s, *_ in live if check == "behaviour"] == [status], engine
+    message = next(m for _, check, _, _, m, _ in graded(twice, folder) if check == "behaviour")
+    assert "step 6" in message and "x.grad" in message, message

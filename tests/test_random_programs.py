@@ -246,10 +246,10 @@ def test_a_behaviour_bug_shrinks_to_one_operation_and_the_fewest_steps(tmp_path,
     assert says in found.message
 
 
-def test_a_session_is_compared_up_to_the_backward_torch_refuses_and_not_after(tmp_path):
+def test_a_session_does_not_compare_what_torch_ran_before_a_backward_raised(tmp_path):
     """torch runs part of the graph before a second backward raises (a retained gradient
     filled, a leaf added into): no engine is expected to match that part (docs/protocol.md),
-    so a drawn session is compared up to that step, and of it only that it raises."""
+    so a gradient it changed is not compared until a step sets it to None."""
     upfront = tmp_path / "upfront.py"  # raises before it runs any operation of the pass
     walk = "    get = grads.get\n    found: dict[Scalar, Any] = {}\n"
     assert walk in SOURCE

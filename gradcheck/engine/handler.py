@@ -54,12 +54,18 @@ _DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow"}
 
 
 
-def handle(engine: Any, request: Mapping[str, Any], progress: Progress | None = None) -> Record:
-    """Answer one request on `engine`, calling `progress(phase)` whenever the phase changes."""
+def handle(engine: Any, request: Mapping[str, Any], progress: Progress | None = None,
+           touched: bool = False) -> Record:
+    """Answer one request on `engine`, calling `progress(phase)` whenever the phase changes.
+    `touched`, asked of an oracle (torch, or the reference engine standing in for it) and never
+    of a worker: each backward of a behaviour request that raised says which gradients it
+    changed first (`steps.behaviour`)."""
     program = check_request(request)
     run = Run(engine, progress)
     with warnings.catch_warnings():  # torch warns on reading a non-leaf's .grad
         warnings.simplefilter("ignore")
+        if touched and request["kind"] == "behaviour":
+            return steps.behaviour(run, program, request, touched=True)
         return _HANDLERS[request["kind"]](run, program, request)
 
 

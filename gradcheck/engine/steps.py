@@ -5,6 +5,7 @@ read, with the categories of the warnings the step issued.
 
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Any, Callable, Mapping
 
@@ -23,7 +24,11 @@ from gradcheck.program.language import Program, engine_apply, evaluate, free_nam
 from gradcheck.program.session import ACTIONS, GRAD_SUFFIX, WARNINGS, parse_expect
 
 
-def behaviour(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
+def behaviour(run: Run, program: Program, request: Mapping[str, Any], touched: bool = False
+              ) -> Record:
+    """Each step's error and what its expectations read; with `touched` (asked of torch, never
+    of a worker), of a backward that raised, also the variables whose gradient it changed: the
+    part of the graph torch runs before it raises, which no engine is expected to match."""
     try:
         env = run.forward(program, run.leaves(program, request["point"],
                                               set(request["requires_grad"])))
@@ -33,6 +38,7 @@ def behaviour(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     for step in request["steps"]:
         action, args = _action(step)
         error = None
+        before = _gradients(run, program, env) if touched and action == "backward" else None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -46,7 +52,17 @@ def behaviour(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
         if WARNINGS in (step.get("expect") or []):
             observed[WARNINGS] = _categories(caught)
         steps.append({"error": error, "observed": observed})
+        if before is not None and error is not None:
+            after = _gradients(run, program, env)
+            steps[-1]["touched"] = [name for name in after
+                                    if json.dumps(after[name]) != json.dumps(before.get(name))]
     return {"error": None, "steps": steps}
+
+
+def _gradients(run: Run, program: Program, env: dict) -> dict[str, Any]:
+    """The gradient of every variable of the session, as plain data (or the error reading it)."""
+    return {name: run.attempt(lambda name=name: _read(run, program, env, f"grad.{name}"))
+            for name in env}
 
 
 def _read(run: Run, program: Program, env: dict, item: str) -> Any:

@@ -86,7 +86,8 @@ if TYPE_CHECKING:
 Live = Callable[[list[str]], "dict[str, OracleResult | Skipped]"]
 
 #: 2: finite differences and the hessian checks' second derivatives are in the key too.
-FORMAT = 2
+#: 3: torch's behaviour records say which gradients a backward that raised changed first.
+FORMAT = 3
 #: Above this many bytes of JSON the key is written gzip-compressed whatever its name.
 LARGE = 1 << 20
 #: The oracles whose results a key holds.
@@ -320,7 +321,7 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
             if name in ("graph", "behaviour"):
                 request = torch_request(exercise, name, sample_seed(seed, exercise.id))
                 checks[name] = {"request": request,
-                                "torch": handler.handle(torch_engine, request)}
+                                "torch": handler.handle(torch_engine, request, touched=True)}
                 continue
             points = exercise.check_points(name, sample_seed(seed, exercise.id))
             listed = [o for o in getattr(getattr(exercise.checks, name), "oracles", KEYED)

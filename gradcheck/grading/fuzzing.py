@@ -339,7 +339,8 @@ class _Judge:
 
     def answered(self, case: Session) -> Answered:
         """The oracles' answers on `case`, recorded if asked to."""
-        behaviour = (handler.handle(_engine(self.behaviour_oracle), _behaviour_request(case))
+        behaviour = (handler.handle(_engine(self.behaviour_oracle), _behaviour_request(case),
+                                    touched=True)
                      if case.steps else None)
         answered = Answered(case, self._oracle_results(case.drawn), behaviour)
         if self.record is not None:
@@ -367,8 +368,8 @@ class _Judge:
         got = self._ask(_behaviour_request(case))
         if isinstance(got, Failure):
             return Finding("behaviour", got.message, case, against=self.behaviour_label)
-        verdict = verdicts.behaviour(want, got, compared_steps(case.steps, want), program,
-                                     self.tolerance.analytic)
+        verdict = verdicts.behaviour(want, got, [Step.model_validate(s) for s in case.steps],
+                                     program, self.tolerance.analytic)
         return Finding("behaviour", verdict.message, case, against=self.behaviour_label,
                        blocked_by=verdict.blocked_by) if verdict.message else None
 
@@ -402,19 +403,6 @@ class _Judge:
         if "reference" in self.oracles:
             results["reference"] = reference_result(drawn)
         return results
-
-
-def compared_steps(steps: Sequence[dict[str, Any]], torch: dict[str, Any]) -> list[Step]:
-    """The steps of a drawn session that are compared with torch: all of them, unless a
-    backward raises in torch; then up to that one, and of it only that it raises. torch has
-    run part of the graph by then (docs/protocol.md, "beyond this page"), which no engine is
-    expected to match, and every gradient after it carries that part."""
-    compared = []
-    for step, record in zip(steps, torch["steps"]):
-        if "backward" in step and record["error"]:
-            return compared + [Step.model_validate({**step, "expect": []})]
-        compared.append(Step.model_validate(step))
-    return compared
 
 
 def _behaviour_request(case: Session) -> dict[str, Any]:
