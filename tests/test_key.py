@@ -604,6 +604,11 @@ checks:
       - backward: {}
         expect: [grad.x, grad.y]
 """
+#: ... then a step of gradient descent with that gradient: nothing after it is compared
+PARTIAL_SGD = PARTIAL.split("      - backward: {retain_graph")[0].replace(
+    "id: partial-backward", "id: partial-then-sgd") + """      - sgd: {lr: 0.1, params: [y]}
+        expect: [value.y]
+"""
 
 
 def test_a_gradient_torch_changed_before_a_backward_raised_is_compared_only_once_reset(
@@ -615,6 +620,7 @@ def test_a_gradient_torch_changed_before_a_backward_raised_is_compared_only_once
     folder = tmp_path / "bank"
     folder.mkdir()
     (folder / "partial.exercise.yaml").write_text(PARTIAL)
+    (folder / "sgd.exercise.yaml").write_text(PARTIAL_SGD)
     key = tmp_path / "key.json"
     answer_key.build(load_bank(folder), SEED, key)
     stored = json.loads(key.read_text())["exercises"]["partial-backward"]["checks"]["behaviour"]
@@ -633,10 +639,13 @@ def test_a_gradient_torch_changed_before_a_backward_raised_is_compared_only_once
     assert adding in source
     twice = tmp_path / "twice.py"  # adds a gradient into a leaf's twice
     twice.write_text(source.replace(adding, adding.replace("+ g", "+ g + g")))
-    for engine, status in [("reference", "passed"), (upfront, "passed"), (never, "failed"),
-                           (twice, "failed")]:
+    for engine, partial, then_sgd in [("reference", "passed", "passed"),
+                                      (upfront, "passed", "passed"),
+                                      (never, "failed", "failed"),
+                                      (twice, "failed", "passed")]:
         live = graded(engine, folder)
         assert graded(engine, folder, key=key) == live
-        assert [s for _, check, s, *_ in live if check == "behaviour"] == [status], engine
+        assert {(exercise, s) for exercise, check, s, *_ in live if check == "behaviour"} == {
+            ("partial-backward", partial), ("partial-then-sgd", then_sgd)}, engine
     message = next(m for _, check, _, _, m, _ in graded(twice, folder) if check == "behaviour")
     assert "step 6" in message and "x.grad" in message, message

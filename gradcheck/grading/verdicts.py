@@ -4,6 +4,8 @@ behaviour sessions of random programs)."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -57,8 +59,9 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
     """The first step where the engine departs from torch. `located(i)` says where step i is
     written (an exercise's file and line), or '' (a drawn session). A gradient that torch
     changed in a backward that then raised (the record's `touched`) is not compared until a
-    step sets it to None or runs the program again: no engine is expected to match the part
-    of the graph torch ran first (docs/protocol.md)."""
+    step sets it to None or runs the program again, and a step that uses it ends the
+    comparison: no engine is expected to match the part of the graph torch ran first
+    (docs/protocol.md)."""
     if found.get("error"):
         return _error_sentence(program, "running the program before the first step",
                                found["error"])
@@ -67,6 +70,8 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
     for number, (step, want, got) in enumerate(zip(steps, torch["steps"], found["steps"]),
                                                start=1):
         unsettled -= set(step.zero_grad or ()) | (made if step.forward is not None else set())
+        if _uses_gradient(step, unsettled):
+            break  # what follows is built on torch's part: nothing more to compare
         unsettled |= set(want.get("touched", ()))
         place = located(number - 1)
         where = (f"step {number}, `{localise.step_code(step, program.output_name)}`"
@@ -98,6 +103,17 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
                                f"{seen_text} in your engine; torch gives {expected_text}{single}",
                                step=number)
     return Verdict("")
+
+
+def _uses_gradient(step: Step, names: set[str]) -> bool:
+    """Whether the step's action reads the `.grad` of one of `names` (an SGD step, or a
+    `NAME.grad` it differentiates or computes with)."""
+    if not names:
+        return False
+    if step.sgd is not None and names & set(step.sgd.params):
+        return True
+    action = json.dumps(step.model_dump(exclude={"expect"}, exclude_none=True))
+    return any(re.search(rf"(?<![\w.]){re.escape(name)}\.grad\b", action) for name in names)
 
 
 def _shown(found: Any, expected: Any) -> tuple[str, str]:
