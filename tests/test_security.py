@@ -229,6 +229,51 @@ def test_no_string_of_a_frame_is_longer_than_its_bound(value, ascii_only):
     assert wire.longest_string(body) >= max(map(len, _strings(json.loads(body))))
 
 
+_ANY_CHARACTER = st.text(st.characters() | st.characters(categories=["Cs"]))
+
+
+@budget(120)
+@given(st.recursive(st.none() | st.floats() | _ANY_CHARACTER,
+                    lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(_ANY_CHARACTER, inner, max_size=4), max_leaves=20))
+def test_every_string_of_a_frame_can_be_written_as_utf8(value):
+    """JSON's escapes carry a surrogate alone (`"\\ud800"`), which no report can encode: the
+    frame is read with U+FFFD in its place, and a whole pair stays the character it makes."""
+    body = json.dumps({"reply": value}).encode()
+    strings = _strings(wire.read_frame(body))
+    for text in strings:
+        text.encode("utf-8")
+    assert all(text == original for text, original in zip(strings, _strings(json.loads(body)))
+               if not any("\ud800" <= c <= "\udfff" for c in original))
+
+
+_SURROGATES = """
+import sys
+sys.path.append({engines!r})
+from tiny import Tensor, _Fn, no_grad, tensor
+{line}
+"""
+
+
+@pytest.mark.parametrize("line", [
+    'raise ImportError("no engine \\ud800 here")',  # every check fails with it
+    '_Fn.name = lambda self: "Mul\\udc00Backward0"\nTensor.exp = lambda self: 1 / 0 if False '
+    'else (_ for _ in ()).throw(ValueError("exp \\ud83d alone"))',
+])
+def test_a_surrogate_in_an_engines_text_reaches_every_report_as_a_replacement(tmp_path, line,
+                                                                              capsys):
+    """A string the engine makes with a surrogate alone (a message, a grad_fn name) is read
+    with U+FFFD in its place: the grading ends and writes every report."""
+    submission = tmp_path / "surrogates.py"
+    submission.write_text(_SURROGATES.format(engines=str(ENGINES), line=line))
+    out = _grade_leaky_with(tmp_path, submission, "--html", str(tmp_path / "out" / "r.html"))
+    for name in ("results.json", "junit.xml", "summary.md", "r.html"):
+        assert (out / name).stat().st_size > 0
+    assert "\ufffd" in json.loads((out / "results.json").read_text())["tests"][0]["output"] \
+        + (out / "summary.md").read_text()
+    assert "\ufffd" in capsys.readouterr().out
+
+
 _FRAME_WRITER = """
 import os, struct, sys
 sys.path.append({engines!r})

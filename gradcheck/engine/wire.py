@@ -6,6 +6,7 @@ is read only after :func:`check_reply`, since code in the worker can write anyth
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -109,22 +110,34 @@ def _all_numbers(values: list[Any]) -> bool:
 _FLOAT, _NUMBER = {float}, {float, int}
 
 
+#: a surrogate code point alone: JSON's escapes can make one (`"\\ud800"`), UTF-8 cannot
+#: carry it, so no report could be written with it in
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: a JSON escape that may make one (or half of a pair, which json.loads joins)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def cut(text: str, limit: int) -> str:
-    """`text`, or its first `limit` characters and a note that the rest was cut."""
+    """`text`, or its first `limit` characters and a note that the rest was cut; a surrogate
+    alone in it is made U+FFFD."""
+    text = _SURROGATE.sub("\ufffd", text)
     return text if len(text) <= limit else text[:limit] + CUT
 
 
 def read_frame(body: bytes) -> dict[str, Any]:
-    """The JSON object a worker sent, every string in it cut to MAX_TEXT characters; a
-    ProtocolError for anything else (not UTF-8 JSON, nested deeper than json reads, not an
-    object), so that no frame, however made, raises anything but that in the grader."""
+    """The JSON object a worker sent, every string in it cut to MAX_TEXT characters and
+    writable as UTF-8 (`cut`); a ProtocolError for anything else (not UTF-8 JSON, nested
+    deeper than json reads, not an object), so that no frame, however made, raises anything
+    but that in the grader."""
     try:
         frame = json.loads(body)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         raise ProtocolError("frame that is not JSON") from None
     if not isinstance(frame, dict):
         raise ProtocolError("frame that is not a JSON object")
-    return frame if longest_string(body) <= MAX_TEXT else cut_strings(frame, MAX_TEXT)
+    if longest_string(body) <= MAX_TEXT and not _SURROGATE_ESCAPE.search(body):
+        return frame
+    return cut_strings(frame, MAX_TEXT)
 
 
 def longest_string(body: bytes) -> int:
@@ -145,12 +158,11 @@ def cut_strings(value: Any, limit: int) -> Any:
         parent, key = stack.pop()
         item = parent[key]
         if type(item) is str:
-            if len(item) > limit:
-                parent[key] = cut(item, limit)
+            parent[key] = cut(item, limit)
         elif type(item) is list:
             stack.extend((item, i) for i in range(len(item)))
         elif type(item) is dict:
-            if any(len(k) > limit for k in item):
+            if any(cut(k, limit) != k for k in item):
                 parent[key] = item = {cut(k, limit): v for k, v in item.items()}
             stack.extend((item, k) for k in item)
     return top[0]
