@@ -333,6 +333,60 @@ def test_a_malformed_frame_is_a_protocol_error_of_that_request_and_the_worker_go
                 assert result["error"]["message"].endswith(wire.CUT)
 
 
+_DICTS = """
+import os, struct, sys
+sys.path.append({engines!r})
+from forge import _channel
+from tiny import Tensor, no_grad, tensor
+
+
+def backward(self, *args, **kwargs):  # a reply of 20 million empty objects: 60 MB of JSON
+    body = b'{{"reply": [' + b"{{}}," * 20_000_000 + b'{{}}]}}'
+    data = memoryview(struct.pack(">I", len(body)) + body)
+    while data:
+        data = data[os.write(_channel(), data):]
+    os._exit(0)
+
+
+Tensor.backward = backward
+"""
+
+
+def test_a_frame_that_would_take_gigabytes_to_read_is_refused_unread(tmp_path):
+    """A frame's JSON is at most 64 MB, but read, 60 MB of `{},` are 1.7 GB of the grader's
+    memory: such a frame is refused before json.loads, a protocol error of its request."""
+    import tracemalloc
+
+    submission = tmp_path / "dicts.py"
+    submission.write_text(_DICTS.format(engines=str(ENGINES)))
+    with Worker(submission, import_timeout=10) as worker:
+        tracemalloc.start()
+        try:
+            reply = worker.request(ONE_POINT, timeout=60)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert isinstance(reply, Failure) and reply.kind == "protocol", reply
+    assert peak < wire.MAX_READ  # reading it would have taken 1.7 GB
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner, max_size=30)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=30), max_leaves=400))
+def test_the_cost_of_reading_a_frame_is_never_below_what_reading_takes(value):
+    import tracemalloc
+
+    body = json.dumps({"reply": value}).encode()
+    tracemalloc.start()
+    try:
+        json.loads(body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert wire.reading_cost(body) >= peak
+
+
 def test_every_signal_has_a_name():
     names = [signal_name(number) for number in range(1, 65)]
     assert names[8] == "SIGKILL" and names[39] == f"SIGRTMIN+{40 - signal.SIGRTMIN}"

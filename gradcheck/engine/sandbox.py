@@ -486,7 +486,7 @@ class Worker:
                               f"{self._where()}")
         if len(self._buffer) < end:
             return None
-        body = bytes(self._buffer[HEADER.size:end])
+        body = bytes(memoryview(self._buffer)[HEADER.size:end])  # one copy, not two
         del self._buffer[:end]
         self._longest = wire.longest_string(body)
         try:

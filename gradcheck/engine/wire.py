@@ -41,6 +41,9 @@ REQUEST_KEYS = {
 #: grader copies them into reports, so a long one would be copied into every check's message.
 MAX_TEXT = 20_000
 CUT = "… (cut)"
+#: bytes of the grader's memory a frame may take once read (`reading_cost`): a frame's JSON
+#: is bounded (worker.MAX_FRAME), but 64 MB of `{},` are 21 million dicts, 1.8 GB
+MAX_READ = 384 << 20
 _LARGEST = int(sys.float_info.max)  # a JSON integer past this has no float: 10**400
 
 
@@ -129,6 +132,8 @@ def read_frame(body: bytes) -> dict[str, Any]:
     writable as UTF-8 (`cut`); a ProtocolError for anything else (not UTF-8 JSON, nested
     deeper than json reads, not an object), so that no frame, however made, raises anything
     but that in the grader."""
+    if reading_cost(body) > MAX_READ:
+        raise ProtocolError(f"frame that would take more than {MAX_READ >> 20} MB to read")
     try:
         frame = json.loads(body)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
@@ -138,6 +143,16 @@ def read_frame(body: bytes) -> dict[str, Any]:
     if longest_string(body) <= MAX_TEXT and not _SURROGATE_ESCAPE.search(body):
         return frame
     return cut_strings(frame, MAX_TEXT)
+
+
+def reading_cost(body: bytes) -> int:
+    """At least the bytes json.loads takes to read this JSON text, from counts of its bytes:
+    an array or object (80; measured 67 and 75), an element (a comma, 40; a float 36), an
+    object's entry (a colon, 120; 154 with its string key counted), each byte of the text again
+    (strings and long integers), and 4 kB for the decoder itself. A comma, colon or bracket
+    inside a string only makes the bound larger."""
+    return (80 * (body.count(b"[") + body.count(b"{")) + 40 * body.count(b",")
+            + 120 * body.count(b":") + len(body) + 4096)
 
 
 def longest_string(body: bytes) -> int:
