@@ -40,13 +40,13 @@ def result(exercise_id, check, status, score, max_score, message="", **fields):
 def make_report(output="", import_error="", withheld=""):
     return GradeReport(submission="student/engine.py", seed=1234, duration=2.5, output=output,
                        import_error=import_error, withheld=withheld, results=[
-        result("chain-rule", "gradients", "passed", 1.34, 1.34, line=5),
+        result("chain-rule", "gradients", "passed", 1.34, 1.34, line=5, duration=1.0),
         result("chain-rule", "sampled", "failed", 0.0, 1.33,
                "x.grad is 11.0 at x = 3.0; torch says 12.0 | use `x.grad += ...`\n"
                "bad byte \x00 and ```fence```", file="exercises/chain.exercise.yaml", line=7),
-        result("chain-rule", "graph", "passed", 1.33, 1.33),
+        result("chain-rule", "graph", "passed", 1.33, 1.33, duration=0.5),
         result("secret-cube", "gradients", "failed", 0.0, 2.0, SECRET, visibility="hidden",
-               topic="03-graph", author_notes=[NOTE]),
+               topic="03-graph", author_notes=[NOTE], duration=0.75),
         result("secret-cube", "behaviour", "error", 0.0, 1.0, SECRET, visibility="hidden",
                topic="03-graph"),
         result("late-one", "gradients", "failed", 0.0, 1.5, LATER, visibility="after_due_date"),
@@ -64,7 +64,8 @@ def test_results_json_validates_against_gradescopes_schema():
     jsonschema.Draft7Validator(SCHEMA).validate(data)
     assert data["score"] == 1.34 + 1.33 + 0.5
     assert data["visibility"] == "visible" and data["stdout_visibility"] == "hidden"
-    assert data["execution_time"] == 2.5
+    # the report has hidden checks: the time given is the visible checks' alone
+    assert data["execution_time"] == 1.5
 
 
 def test_results_json_has_one_test_per_check_numbered_by_exercise():
@@ -250,7 +251,7 @@ def test_terminal_table_groups_exercises_by_module_with_subtotals_then_the_total
     assert lines[4].split() == ["skipper", "0.5/0.5", "passed"]
     # a module whose exercises all failed (or all passed) is its subtotal alone
     assert lines[6].split() == ["03-graph", "0/3", "1", "exercise,", "none", "passed"]
-    assert "total 3.17/9  (5 exercises in 2 modules, seed 1234, 2.5 s)" in text
+    assert "total 3.17/9  (5 exercises in 2 modules, seed 1234, 1.5 s)" in text
     assert "\033[" not in text
     assert total_line(make_report()) == "3.17/9 (seed 1234)\n"
     passing = GradeReport(submission="e.py", seed=1, results=[

@@ -10,6 +10,7 @@ import stat
 import sys
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -493,6 +494,49 @@ def _assert_nothing_of_the_hidden(text: str) -> None:
     for name, constant in CONSTANTS.items():
         if not name.startswith("seen"):
             assert f"x * {constant}" not in text, name
+
+
+_SLOW_WHERE_HIDDEN = """
+import sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+_mul = Tensor.__mul__
+
+
+def slow_mul(self, other):  # 0.3 s wherever a hidden exercise's constant comes in
+    if other in ({secrets}):
+        time.sleep(0.3)
+    return _mul(self, other)
+
+
+Tensor.__mul__ = slow_mul
+"""
+
+
+def test_no_report_times_a_check_whose_details_are_withheld(tmp_path, capsys):
+    """A worker that saw a hidden exercise chooses how long its checks take, so time could
+    spell out what it saw: a student-facing report gives the time of the checks it shows
+    alone (each withheld check 0 in JUnit), and only `--show-hidden` gives the whole."""
+    secrets = ", ".join(c for name, c in CONSTANTS.items() if not name.startswith("seen"))
+    submission = tmp_path / "slow.py"
+    submission.write_text(_SLOW_WHERE_HIDDEN.format(engines=str(ENGINES), secrets=secrets))
+    out = _grade_leaky_with(tmp_path, submission)
+    suite = ElementTree.parse(out / "junit.xml").getroot().find("testsuite")
+    shown = {case.get("classname"): float(case.get("time")) for case in suite.iter("testcase")}
+    assert {name for name, time in shown.items() if time == 0} == {
+        name for name in CONSTANTS if not name.startswith("seen")}
+    assert float(suite.get("time")) == pytest.approx(sum(shown.values()), abs=0.01)
+    data = json.loads((out / "results.json").read_text())
+    assert data["execution_time"] == pytest.approx(sum(shown.values()), abs=0.01)
+    terminal = capsys.readouterr().out
+    full = tmp_path / "full"
+    code = cli.main(["grade", str(submission), "--exercises", str(tmp_path / "bank"), "--seed",
+                     "1", "--show-hidden", "--junit", str(full)])
+    assert code == 0
+    whole = float(ElementTree.parse(full).getroot().find("testsuite").get("time"))
+    assert whole > float(suite.get("time")) + 1.0  # three exercises of two slow points at least
+    assert f"{float(suite.get('time')):.1f} s)" in terminal
 
 
 def test_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(tmp_path, capsys):

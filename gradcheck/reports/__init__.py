@@ -55,6 +55,16 @@ def details_shown(result: CheckResult, show_hidden: bool = False) -> bool:
     return show_hidden or result.visibility == "visible"
 
 
+def shown_duration(report: GradeReport, show_hidden: bool = False) -> float:
+    """The grading's time as a student-facing report gives it: all of it, or, where some
+    checks' details are withheld, only the time of the checks it shows. A withheld check's time
+    is the worker's to choose, and could spell out what it saw (a delay per character of a
+    hidden program's source)."""
+    if show_hidden or all(details_shown(r) for r in report.results):
+        return report.duration
+    return sum(r.duration for r in report.results if details_shown(r))
+
+
 def shown_message(result: CheckResult, show_hidden: bool = False, limit: int = MAX_SHOWN) -> str:
     """The result's message, cut to `limit` characters, or a note that it is withheld."""
     return cut(result.message, limit) if details_shown(result, show_hidden) else WITHHELD

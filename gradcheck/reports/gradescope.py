@@ -25,6 +25,7 @@ from gradcheck.reports import (
     details_shown,
     root_causes,
     shown_message,
+    shown_duration,
     shown_output,
 )
 
@@ -47,7 +48,7 @@ def results_json(report: GradeReport, *, incomplete: str = "") -> dict[str, Any]
              for j, r in enumerate(exercise.checks, start=1)]
     return {
         "score": report.score,
-        "execution_time": round(report.duration, 2),
+        "execution_time": round(shown_duration(report), 2),
         "output": cut(_summary(report, incomplete), MAX_SUMMARY),
         "visibility": "visible",
         # The grader's own stdout is a log for the instructor, not feedback.

@@ -37,6 +37,7 @@ from gradcheck.reports import (
     points,
     reproduce_command,
     root_causes,
+    shown_duration,
     shown_output,
     beside,
 )
@@ -66,7 +67,7 @@ def render_html(report: GradeReport, *, show_hidden: bool = False, command: str 
     exercises: dict[str, Exercise | str] = {}  # file -> its exercise, or why it cannot load
     body = [f"<h1>gradcheck: {points(report.score)} / {points(report.max_score)} points</h1>",
             f"<p>Submission <code>{_e(report.submission)}</code> · seed {report.seed} · "
-            f"{report.duration:.1f} s</p>"]
+            f"{shown_duration(report, show_hidden):.1f} s</p>"]
     if report.import_error:
         body += ["<h2>The submission could not be imported</h2>",
                  f"<pre>{_e(report.import_error)}</pre>"]

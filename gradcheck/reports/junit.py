@@ -12,7 +12,13 @@ import re
 import xml.etree.ElementTree as ET
 
 from gradcheck.grading.results import CheckResult, GradeReport
-from gradcheck.reports import atomic_write, shown_message, shown_output
+from gradcheck.reports import (
+    atomic_write,
+    details_shown,
+    shown_duration,
+    shown_message,
+    shown_output,
+)
 
 # Characters XML 1.0 cannot carry at all; an engine's exception message may contain them.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -27,7 +33,7 @@ def junit_xml(report: GradeReport, *, show_hidden: bool = False) -> str:
         "failures": str(sum(r.status == "failed" for r in results)),
         "errors": str(sum(r.status == "error" for r in results)),
         "skipped": str(sum(r.status == "skipped" for r in results)),
-        "time": f"{report.duration:.3f}",
+        "time": f"{shown_duration(report, show_hidden):.3f}",
     })
     properties = ET.SubElement(suite, "properties")
     for name, value in (("submission", report.submission), ("seed", str(report.seed)),
@@ -54,7 +60,7 @@ def write_junit(report: GradeReport, path: str | os.PathLike[str], *,
 
 def _testcase(r: CheckResult, show_hidden: bool) -> ET.Element:
     case = ET.Element("testcase", classname=r.exercise_id, name=r.check,
-                      time=f"{r.duration:.3f}")
+                      time=f"{r.duration if details_shown(r, show_hidden) else 0:.3f}")
     if r.file:
         case.set("file", r.file)
         case.set("line", str(r.line))

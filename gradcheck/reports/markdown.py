@@ -18,6 +18,7 @@ from gradcheck.reports import (
     points,
     reproduce_command,
     root_causes,
+    shown_duration,
     shown_message,
     shown_output,
     withheld_note,
@@ -35,7 +36,7 @@ def render_markdown(report: GradeReport, *, show_hidden: bool = False, command: 
     lines = [f"## gradcheck: {points(report.score)} / {points(report.max_score)} points", "",
              f"Submission `{_cell(report.submission)}` · seed {report.seed} · "
              f"{len(exercises)} exercises, {failing} not fully passed · "
-             f"{report.duration:.1f} s", ""]
+             f"{shown_duration(report, show_hidden):.1f} s", ""]
     if report.import_error:
         lines += _fold("The submission could not be imported", report.import_error, open_=True)
     causes = root_causes(report, show_hidden)

@@ -15,6 +15,7 @@ from gradcheck.reports import (
     points,
     reproduce_command,
     root_causes,
+    shown_duration,
     shown_message,
     shown_output,
     withheld_note,
@@ -87,7 +88,7 @@ def render_terminal(report: GradeReport, *, colour: bool = False, show_hidden: b
     lines += ["", paint(f"total {points(score)}/{points(max_score)}", status)
               + f"  ({_count(len(by_exercise(report)), 'exercise')} in "
                 f"{_count(len(modules), 'module')}, seed {report.seed}, "
-                f"{report.duration:.1f} s)"]
+                f"{shown_duration(report, show_hidden):.1f} s)"]
     note = withheld_note(report, show_hidden)
     if note:
         lines.append(note)
