@@ -165,8 +165,9 @@ def longest_string(body: bytes) -> int:
 
 
 def cut_strings(value: Any, limit: int) -> Any:
-    """`value` with every string in it (keys too) cut to `limit` characters; no recursion: json.loads already
-    refused what nests deeper than Python's stack, but walking that deep here would not."""
+    """`value` with every string in it (keys too) cut to `limit` characters, a surrogate alone
+    made U+FFFD (`cut`); no recursion: json.loads already refused what nests deeper than
+    Python's stack, but walking that deep here would not."""
     top: list[Any] = [value]
     stack: list[tuple[Any, Any]] = [(top, 0)]
     while stack:

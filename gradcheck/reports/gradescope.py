@@ -24,8 +24,8 @@ from gradcheck.reports import (
     by_exercise,
     details_shown,
     root_causes,
-    shown_message,
     shown_duration,
+    shown_message,
     shown_output,
 )
 
