@@ -371,21 +371,50 @@ def test_a_frame_that_would_take_gigabytes_to_read_is_refused_unread(tmp_path):
     assert peak < wire.MAX_READ  # reading it would have taken 1.7 GB
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
-                    lambda inner: st.lists(inner, max_size=30)
-                    | st.dictionaries(st.text(max_size=3), inner, max_size=30), max_leaves=400))
-def test_the_cost_of_reading_a_frame_is_never_below_what_reading_takes(value):
+def _reading_peak(body: bytes) -> int:
+    """The most memory the grader takes to read `body`, as `Worker` does: the bound on its
+    strings' length, then `wire.read_frame` (json.loads, then any walk)."""
     import tracemalloc
 
-    body = json.dumps({"reply": value}).encode()
     tracemalloc.start()
     try:
-        json.loads(body)
-        peak = tracemalloc.get_traced_memory()[1]
+        wire.longest_string(body)
+        wire.read_frame(body)
+    except wire.ProtocolError:
+        pass
     finally:
+        peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    assert wire.reading_cost(body) >= peak
+    return peak
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | _ANY_CHARACTER,
+                    lambda inner: st.lists(inner, max_size=30)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=30), max_leaves=400),
+       st.booleans())
+def test_the_cost_of_reading_a_frame_is_never_below_what_reading_takes(value, ascii_only):
+    body = json.dumps({"reply": value}, ensure_ascii=ascii_only,
+                      ).encode("utf-8", "surrogatepass")
+    assert wire.reading_cost(body) >= _reading_peak(body)
+
+
+_N = 50_000
+
+
+@pytest.mark.parametrize("body", [
+    b'{"r":[' + b"1234567890123456789," * _N + b"1]}",  # 44 bytes an integer
+    b'{"r":[' + '"\u0101",'.encode() * _N + b'"\\ud800"]}',  # strings of 76 bytes, then a walk
+    b'{"r":[' + b'"ab",' * _N + b'"' + b"a" * 20_001 + b'"]}',  # a walk for one long string
+    b'{"r":[' + b"[]," * _N + b'"\\ud800"]}',  # a walk of many containers
+    b"{" + b",".join(b'"%x":0' % i for i in range(_N)) + b',"\\ud800":0}',
+    b'ab"' * _N,  # not JSON: refused, but not after splitting it at every quote
+], ids=["integers", "wide-strings-and-a-surrogate", "strings-and-a-long-one",
+        "containers-and-a-surrogate", "keys-and-a-surrogate", "quotes"])
+def test_the_cost_of_reading_the_costliest_shapes_is_never_below_what_reading_takes(body):
+    """The shapes that take the most memory per byte of JSON, found by an attacker: each a
+    fifth of a frame that the bound must still count at its cost, walk included."""
+    assert wire.reading_cost(body) >= _reading_peak(body)
 
 
 def test_every_signal_has_a_name():

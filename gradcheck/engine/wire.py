@@ -44,6 +44,9 @@ CUT = "… (cut)"
 #: bytes of the grader's memory a frame may take once read (`reading_cost`): a frame's JSON
 #: is bounded (worker.MAX_FRAME), but 64 MB of `{},` are 21 million dicts, 1.8 GB
 MAX_READ = 384 << 20
+#: quotes past which `longest_string` does not look for the longest string (it would split
+#: the text into that many pieces) and says the whole text's length
+MANY_STRINGS = 20_000
 _LARGEST = int(sys.float_info.max)  # a JSON integer past this has no float: 10**400
 
 
@@ -146,41 +149,50 @@ def read_frame(body: bytes) -> dict[str, Any]:
 
 
 def reading_cost(body: bytes) -> int:
-    """At least the bytes json.loads takes to read this JSON text, from counts of its bytes:
-    an array or object (80; measured 67 and 75), an element (a comma, 40; a float 36), an
-    object's entry (a colon, 120; 154 with its string key counted), each byte of the text again
-    (strings and long integers), and 4 kB for the decoder itself. A comma, colon or bracket
-    inside a string only makes the bound larger."""
-    return (80 * (body.count(b"[") + body.count(b"{")) + 40 * body.count(b",")
-            + 120 * body.count(b":") + len(body) + 4096)
+    """At least the bytes json.loads takes to read this JSON text, and `cut_strings` to walk
+    it, from counts of its bytes: an array or object (80; measured 67 and 75), an element (a
+    comma, 56: a float 36, a 19-digit integer 44, and a list grows by an eighth), an object's
+    entry (a colon, 120; 154 with its string key counted), a string (two quotes, 80: one of
+    two characters takes 51, of one character outside Latin-1 76), each byte of the text
+    again (strings and long integers), four times if any string may hold a character beyond
+    Latin-1 (a byte past ASCII, or an escape: then every character of its string may take
+    four), and 4 kB for the decoder itself. A comma, colon, quote or bracket inside a string
+    only makes the bound larger."""
+    wide = 4 if b"\\u" in body or not body.isascii() else 1
+    return (80 * (body.count(b"[") + body.count(b"{")) + 56 * body.count(b",")
+            + 120 * body.count(b":") + 40 * body.count(b'"') + wide * len(body) + 4096)
 
 
 def longest_string(body: bytes) -> int:
     """At least the characters of the longest string in this JSON text, keys included: with no
     escaped quote, each string lies between two quotes, and a character is at least a byte;
-    else the text's length. A reply of thousands of numbers then needs no walk (cut_strings)."""
-    if b'\\"' in body:
+    else, or with more than MANY_STRINGS quotes, the text's length. A reply of thousands of
+    numbers then needs no walk (cut_strings)."""
+    if b'\\"' in body or body.count(b'"') > MANY_STRINGS:  # no split of millions of pieces
         return len(body)
     return max(map(len, body.split(b'"')[1::2]), default=0)
 
 
 def cut_strings(value: Any, limit: int) -> Any:
     """`value` with every string in it (keys too) cut to `limit` characters, a surrogate alone
-    made U+FFFD (`cut`); no recursion: json.loads already refused what nests deeper than
-    Python's stack, but walking that deep here would not."""
+    made U+FFFD (`cut`), each list and object changed in place. No recursion, and the stack
+    holds containers, not elements: json.loads already refused what nests deeper than
+    Python's stack, but walking that deep here would not, and a list of millions of strings
+    would take as many entries again."""
     top: list[Any] = [value]
-    stack: list[tuple[Any, Any]] = [(top, 0)]
+    stack: list[Any] = [top]
     while stack:
-        parent, key = stack.pop()
-        item = parent[key]
-        if type(item) is str:
-            parent[key] = cut(item, limit)
-        elif type(item) is list:
-            stack.extend((item, i) for i in range(len(item)))
-        elif type(item) is dict:
-            if any(cut(k, limit) != k for k in item):
-                parent[key] = item = {cut(k, limit): v for k, v in item.items()}
-            stack.extend((item, k) for k in item)
+        container = stack.pop()
+        if type(container) is dict and any(cut(k, limit) != k for k in container):
+            items = [(cut(k, limit), v) for k, v in container.items()]
+            container.clear()
+            container.update(items)
+        for key, item in (enumerate(container) if type(container) is list
+                          else container.items()):
+            if type(item) is str:
+                container[key] = cut(item, limit)
+            elif type(item) is list or type(item) is dict:
+                stack.append(item)
     return top[0]
 
 
