@@ -1,6 +1,6 @@
 """Memory a worker holds outside its processes' pages, which no RSS, PSS or RLIMIT_DATA shows:
 files in memory filesystems (tmpfs, devtmpfs, ramfs: /dev/shm, /run, a tmpfs /tmp), open or
-written and closed, memfds, and System V shared memory and message queues. `Held` finds it for
+written and closed, memfds, and System V shared memory, message queues and semaphore sets. `Held` finds it for
 the grader's poll and removes it when the worker stops; for a worker of a user of its own, with
 every file of that user in the folders anyone may write (`SHARED_FOLDERS`), where it could leave
 what it saw for the next worker of that uid.
@@ -26,6 +26,15 @@ MEMORY_FILESYSTEMS = frozenset({"tmpfs", "devtmpfs", "ramfs"})
 #: that a million empty files cost what they cost (and a walk of them ends at the limit)
 INODE = 1024
 _IPC_RMID = 0
+#: the System V objects a user can leave behind, each kind's id column in /proc/sysvipc, and
+#: the bytes one holds: a segment's resident pages, a queue's messages, a semaphore set's
+#: semaphores (a cache line of the kernel's each). A set also carries data from one worker to
+#: the next: a byte in each semaphore's value.
+_IPC_KINDS: dict[str, tuple[str, Callable[[dict[str, str]], int]]] = {
+    "shm": ("shmid", lambda row: int(row["rss"])),
+    "msg": ("msqid", lambda row: int(row["cbytes"])),
+    "sem": ("semid", lambda row: 64 * int(row["nsems"])),
+}
 #: the folders any user may write to (with the memory filesystems)
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/run/lock", "/var/lock")
 
@@ -78,7 +87,7 @@ class Held:
         """Bytes held outside the pages of the processes `pids`: every memfd and file of a memory
         filesystem they hold open, every file of the user in a memory filesystem (less its size
         before), and the user's System V segments no process has attached (an attached one is
-        in its PSS) and message queues. Each file is counted once."""
+        in its PSS), message queues and semaphore sets. Each file is counted once."""
         walked, total = self._walked()
         total += sum(self._grown(key, size) for key, size in self._open(pids) if key not in walked)
         return total + sum(size for kind, ident, size, attached in self._ipc()
@@ -87,8 +96,8 @@ class Held:
     def remove(self) -> None:
         """Remove what the worker left: its files in memory filesystems (those that existed
         before, and those some live process holds open or maps, are not the worker's), the
-        folders it made there once empty, its unattached System V segments and its queues; and
-        for a worker user, every file of that user in `SHARED_FOLDERS`."""
+        folders it made there once empty, its unattached System V segments, its queues and its
+        semaphore sets; and for a worker user, every file of that user in `SHARED_FOLDERS`."""
         if self.own:
             for folder in SHARED_FOLDERS:
                 remove_files_of(self.user, folder, keep=self.home)
@@ -103,7 +112,10 @@ class Held:
         libc = ctypes.CDLL(None, use_errno=True)
         for kind, ident, _, attached in self._ipc():
             if (kind, ident) not in self._ipc_before and not attached:
-                (libc.shmctl if kind == "shm" else libc.msgctl)(ident, _IPC_RMID, None)
+                if kind == "sem":
+                    libc.semctl(ident, 0, _IPC_RMID)
+                else:
+                    (libc.shmctl if kind == "shm" else libc.msgctl)(ident, _IPC_RMID, None)
 
     # --- finding -----------------------------------------------------------------------------
 
@@ -182,15 +194,14 @@ class Held:
                 yield (info.st_dev, info.st_ino), entry.path, _size(info)
 
     def _ipc(self) -> Iterator[tuple[str, int, int, bool]]:
-        """(kind, id, bytes, attached) of the user's System V shared memory segments ("shm")
-        and message queues ("msg")."""
-        for kind, size_field in (("shm", "rss"), ("msg", "cbytes")):
+        """(kind, id, bytes, attached) of the user's System V shared memory segments ("shm"),
+        message queues ("msg") and semaphore sets ("sem")."""
+        for kind, (id_column, size) in _IPC_KINDS.items():
             for row in _table(f"/proc/sysvipc/{kind}"):
                 try:
                     if self.user in (int(row["uid"]), int(row["cuid"])):
-                        ident = int(row["shmid" if kind == "shm" else "msqid"])
                         attached = kind == "shm" and int(row["nattch"]) > 0
-                        yield kind, ident, int(row[size_field]), attached
+                        yield kind, int(row[id_column]), size(row), attached
                 except (KeyError, ValueError):
                     continue
 
