@@ -1164,6 +1164,49 @@ def test_memory_left_in_closed_files_and_segments_counts_and_is_removed(hog, use
         assert set(_segments_of(user or os.geteuid())) <= segments
 
 
+_KEYS = """
+import ctypes, sys
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_persistent = _libc.syscall(250, 22, -1, -2)  # keyctl(KEYCTL_GET_PERSISTENT, own uid)
+for ring, name in ((-4, b"user"), (-5, b"user-session"), (-3, b"session"), (_persistent, b"kept")):
+    _libc.syscall(248, b"user", b"{tag}-" + name, b"y = x * 7.125", 13, ring)  # add_key
+"""
+_FIND_KEYS = """
+import ctypes, os, sys
+if len(sys.argv) > 1:
+    os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))
+libc = ctypes.CDLL(None, use_errno=True)
+persistent = libc.syscall(250, 22, -1, -2)
+print([name for ring, name in ((-4, "user"), (-5, "user-session"), (-3, "session"),
+                               (persistent, "kept"))
+       if libc.syscall(250, 10, ring, b"user", b"{tag}-" + name.encode(), 0) > 0])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the test's system call numbers")
+@pytest.mark.parametrize("user", [None, pytest.param(UID, marks=as_another_user)],
+                         ids=["default", "worker user"])
+def test_no_key_a_worker_adds_to_a_keyring_outlives_it(user, open_folder):
+    """The kernel's keyrings outlive a worker (the persistent one for days): a worker that saw
+    a hidden exercise could leave its program there for the next. Every key it added is gone
+    once it stops, and what it added to its session keyring never was the grader's."""
+    tag = f"gradcheck-test-{os.getpid()}"
+    submission = open_folder / "keys.py"
+    submission.write_text(_KEYS.format(engines=str(ENGINES), tag=tag))
+    find = [sys.executable, "-c", _FIND_KEYS.replace("{tag}", tag)] + (
+        [str(user)] if user is not None else [])
+    options = {"user": user, "python": PYTHON} if user is not None else {}
+    with Worker(submission, import_timeout=10, **options) as worker:
+        assert not isinstance(worker.request(ONE_POINT, timeout=20), Failure)
+        if user is None:  # the grader's own keyrings, but its session's, held the keys meanwhile
+            assert subprocess.run(find, capture_output=True, text=True).stdout.strip() == \
+                "['user', 'user-session', 'kept']"
+    assert subprocess.run(find, capture_output=True, text=True).stdout.strip() == "[]"
+
+
 def test_every_change_to_a_file_in_a_memory_filesystem_shows_in_the_next_count():
     """The poll walks the memory filesystems again only when one's count of used blocks or
     inodes changed: a file made empty, grown in place, shrunk and removed each changes one, and

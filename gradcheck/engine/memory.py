@@ -20,6 +20,8 @@ import shutil
 import stat
 from typing import Callable, Iterable, Iterator
 
+from gradcheck.engine import keyrings
+
 #: filesystems whose files are memory
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "devtmpfs", "ramfs"})
 #: bytes of kernel memory each file or folder costs even when empty (an inode and a dentry), so
@@ -82,6 +84,8 @@ class Held:
         #: the size of each file of the user when this was made (none for a worker user)
         self._before = {} if own else {key: size for key, _, size in self._files()}
         self._ipc_before = set() if own else {(kind, ident) for kind, ident, *_ in self._ipc()}
+        #: not memory to speak of (the kernel's key quota bounds it), but left as the rest is
+        self._keys = keyrings.Left(user, own)
 
     def bytes(self, pids: Iterable[int]) -> int:
         """Bytes held outside the pages of the processes `pids`: every memfd and file of a memory
@@ -97,7 +101,8 @@ class Held:
         """Remove what the worker left: its files in memory filesystems (those that existed
         before, and those some live process holds open or maps, are not the worker's), the
         folders it made there once empty, its unattached System V segments, its queues and its
-        semaphore sets; and for a worker user, every file of that user in `SHARED_FOLDERS`."""
+        semaphore sets, and the keys it added to its user's keyrings (`keyrings.Left`); and for a
+        worker user, every file of that user in `SHARED_FOLDERS`."""
         if self.own:
             for folder in SHARED_FOLDERS:
                 remove_files_of(self.user, folder, keep=self.home)
@@ -116,6 +121,7 @@ class Held:
                     libc.semctl(ident, 0, _IPC_RMID)
                 else:
                     (libc.shmctl if kind == "shm" else libc.msgctl)(ident, _IPC_RMID, None)
+        self._keys.remove()
 
     # --- finding -----------------------------------------------------------------------------
 

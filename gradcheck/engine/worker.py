@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gradcheck.engine import handler, run, wire
+from gradcheck.engine import handler, keyrings, run, wire
 from gradcheck.program import language
 
 HEADER = struct.Struct(">I")
@@ -78,6 +78,7 @@ def main(config_json: str) -> None:
         os._exit(0)
     _apply_limits(job["limits"])
     _forbid(job["forbid"])
+    keyrings.new_session()  # its session keys go with it, not into the grader's
     config.update(job)
     path = Path(config["submission"])
     try:
