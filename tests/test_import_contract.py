@@ -24,7 +24,8 @@ SIDE_BY_SIDE = {("oracles", "engine"), ("engine", "oracles")}
 #: the ways in, at the top: `cli`, `plugin`, `check` (stage "").
 #: What the worker runs under `python -I -S` may import nothing outside the standard library.
 WORKER_SIDE = ("gradcheck.engine", "gradcheck.program", "gradcheck.engine.worker", "gradcheck.engine.handler", "gradcheck.engine.run",
-               "gradcheck.engine.steps", "gradcheck.engine.wire", "gradcheck.program.language",
+               "gradcheck.engine.steps", "gradcheck.engine.wire", "gradcheck.engine.keyrings",
+               "gradcheck.program.language",
                "gradcheck.program.ops", "gradcheck.program.session")
 
 
