@@ -29,14 +29,18 @@ MEMORY_FILESYSTEMS = frozenset({"tmpfs", "devtmpfs", "ramfs"})
 #: that a million empty files cost what they cost (and a walk of them ends at the limit)
 INODE = 1024
 _IPC_RMID = 0
-#: the System V objects a user can leave behind, each kind's id column in /proc/sysvipc, and
-#: the bytes one holds: a segment's resident pages, a queue's messages, a semaphore set's
-#: semaphores (a cache line of the kernel's each). A set also carries data from one worker to
-#: the next: a byte in each semaphore's value.
-_IPC_KINDS: dict[str, tuple[str, Callable[[dict[str, str]], int]]] = {
-    "shm": ("shmid", lambda row: int(row["rss"])),
-    "msg": ("msqid", lambda row: int(row["cbytes"])),
-    "sem": ("semid", lambda row: 64 * int(row["nsems"])),
+#: the System V objects a user can leave behind: each kind's id column in /proc/sysvipc, the
+#: bytes one holds (a segment's resident pages, a queue's messages, a semaphore set's
+#: semaphores, a cache line of the kernel's each), and how libc removes one. A set also carries
+#: data from one worker to the next: a byte in each semaphore's value.
+_IPC_KINDS: dict[str, tuple[str, Callable[[dict[str, str]], int],
+                            Callable[[ctypes.CDLL, int], int]]] = {
+    "shm": ("shmid", lambda row: int(row["rss"]),
+            lambda libc, ident: libc.shmctl(ident, _IPC_RMID, None)),
+    "msg": ("msqid", lambda row: int(row["cbytes"]),
+            lambda libc, ident: libc.msgctl(ident, _IPC_RMID, None)),
+    "sem": ("semid", lambda row: 64 * int(row["nsems"]),
+            lambda libc, ident: libc.semctl(ident, 0, _IPC_RMID)),
 }
 #: the folders any user may write to (with the memory filesystems)
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/run/lock", "/var/lock")
@@ -118,10 +122,7 @@ class Held:
         libc = ctypes.CDLL(None, use_errno=True)
         for kind, ident, _, attached in self._ipc():
             if (kind, ident) not in self._ipc_before and not attached:
-                if kind == "sem":
-                    libc.semctl(ident, 0, _IPC_RMID)
-                else:
-                    (libc.shmctl if kind == "shm" else libc.msgctl)(ident, _IPC_RMID, None)
+                _IPC_KINDS[kind][2](libc, ident)
         self._keys.remove()
 
     # --- finding -----------------------------------------------------------------------------
@@ -203,7 +204,7 @@ class Held:
     def _ipc(self) -> Iterator[tuple[str, int, int, bool]]:
         """(kind, id, bytes, attached) of the user's System V shared memory segments ("shm"),
         message queues ("msg") and semaphore sets ("sem")."""
-        for kind, (id_column, size) in _IPC_KINDS.items():
+        for kind, (id_column, size, _) in _IPC_KINDS.items():
             for row in _table(f"/proc/sysvipc/{kind}"):
                 try:
                     if self.user in (int(row["uid"]), int(row["cuid"])):
