@@ -70,7 +70,7 @@ def test_constants_fold_without_numpy_to_what_numpy_gives(name, a, b):
 from gradcheck import oracles  # noqa: E402
 from gradcheck.bank import bundled  # noqa: E402
 from gradcheck.bank.loader import load_bank  # noqa: E402
-from gradcheck.engine import census, handler, torch_engine, wire  # noqa: E402
+from gradcheck.engine import census, handler, run, torch_engine, wire  # noqa: E402
 from gradcheck.engine.sandbox import signal_name  # noqa: E402
 from gradcheck.grading import compare, grader, localise, verdicts  # noqa: E402
 from gradcheck.grading.chain_rule import trace_request  # noqa: E402
@@ -221,13 +221,19 @@ def _strings(value):
 @given(st.recursive(st.none() | st.floats() | st.integers() | st.text(),
                     lambda inner: st.lists(inner, max_size=4)
                     | st.dictionaries(st.text(), inner, max_size=4), max_leaves=20),
-       st.booleans())
-def test_no_string_of_a_frame_is_longer_than_its_bound(value, ascii_only):
-    """A frame is read without walking it when `longest_string` says no string in it can be
-    over the limit: that bound is never below the longest string's length, whatever the text
-    (escapes, quotes, backslashes, characters of several bytes)."""
+       st.booleans(), st.integers(0, 12))
+def test_a_frame_is_walked_whenever_a_string_in_it_may_be_over_the_limit(value, ascii_only,
+                                                                         limit):
+    """A frame is read without walking it when `may_hold_longer` says no string in it can be
+    over the limit: it says so exactly when no string's JSON text is longer than the limit and
+    no quote is escaped, whatever the text (escapes, quotes, backslashes, characters of several
+    bytes); a string of more characters always has that much text."""
     body = json.dumps({"reply": value}, ensure_ascii=ascii_only).encode()
-    assert wire.longest_string(body) >= max(map(len, _strings(json.loads(body))))
+    strings = _strings(json.loads(body))
+    texts = [len(json.dumps(s, ensure_ascii=ascii_only).encode()) - 2 for s in strings]
+    said = wire.may_hold_longer(body, limit)
+    assert said == (b'\\"' in body or max(texts) > limit)
+    assert said or max(map(len, strings)) <= limit
 
 
 _ANY_CHARACTER = st.text(st.characters() | st.characters(categories=["Cs"]))
@@ -378,7 +384,7 @@ def _reading_peak(body: bytes) -> int:
 
     tracemalloc.start()
     try:
-        wire.longest_string(body)
+        wire.may_hold_longer(body, run.MAX_MESSAGE)
         wire.read_frame(body)
     except wire.ProtocolError:
         pass

@@ -174,7 +174,8 @@ class Worker:
         self._proc: subprocess.Popen[bytes] | _Forked | None = None
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
-        self._longest = 0  # at least the characters of the last frame's longest string
+        #: whether a string of the last frame may be over run.MAX_MESSAGE characters
+        self._long = False
         #: what one read from the channel lands in, reused: recv(1 MB) would allocate (and map)
         #: a megabyte for every reply, however short
         self._chunk = memoryview(bytearray(1 << 20))
@@ -488,7 +489,7 @@ class Worker:
             return None
         body = bytes(memoryview(self._buffer)[HEADER.size:end])  # one copy, not two
         del self._buffer[:end]
-        self._longest = wire.longest_string(body)
+        self._long = wire.may_hold_longer(body, run.MAX_MESSAGE)
         try:
             return wire.read_frame(body)
         except wire.ProtocolError:
@@ -543,7 +544,7 @@ class Worker:
             except wire.ProtocolError as exc:
                 return self._fail("protocol", f"the engine sent a {exc} {self._where()}")
             # an honest engine's messages are this short already (run.error_record)
-            if self._longest <= run.MAX_MESSAGE:
+            if not self._long:
                 return frame["reply"]
             return wire.cut_strings(frame["reply"], run.MAX_MESSAGE)
         record = frame.get("fatal")

@@ -5,6 +5,7 @@ is read only after :func:`check_reply`, since code in the worker can write anyth
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -44,9 +45,6 @@ CUT = "… (cut)"
 #: bytes of the grader's memory a frame may take once read (`reading_cost`): a frame's JSON
 #: is bounded (worker.MAX_FRAME), but 64 MB of `{},` are 21 million dicts, 1.8 GB
 MAX_READ = 384 << 20
-#: quotes past which `longest_string` does not look for the longest string (it would split
-#: the text into that many pieces) and says the whole text's length
-MANY_STRINGS = 20_000
 _LARGEST = int(sys.float_info.max)  # a JSON integer past this has no float: 10**400
 
 
@@ -143,7 +141,7 @@ def read_frame(body: bytes) -> dict[str, Any]:
         raise ProtocolError("frame that is not JSON") from None
     if not isinstance(frame, dict):
         raise ProtocolError("frame that is not a JSON object")
-    if longest_string(body) <= MAX_TEXT and not _SURROGATE_ESCAPE.search(body):
+    if not may_hold_longer(body, MAX_TEXT) and not _SURROGATE_ESCAPE.search(body):
         return frame
     return cut_strings(frame, MAX_TEXT)
 
@@ -163,14 +161,21 @@ def reading_cost(body: bytes) -> int:
             + 120 * body.count(b":") + 40 * body.count(b'"') + wide * len(body) + 4096)
 
 
-def longest_string(body: bytes) -> int:
-    """At least the characters of the longest string in this JSON text, keys included: with no
-    escaped quote, each string lies between two quotes, and a character is at least a byte;
-    else, or with more than MANY_STRINGS quotes, the text's length. A reply of thousands of
-    numbers then needs no walk (cut_strings)."""
-    if b'\\"' in body or body.count(b'"') > MANY_STRINGS:  # no split of millions of pieces
-        return len(body)
-    return max(map(len, body.split(b'"')[1::2]), default=0)
+def may_hold_longer(body: bytes, limit: int) -> bool:
+    """Whether a string of this JSON text (a key too) may have more than `limit` characters.
+    With no escaped quote, each string lies between two quotes and a character takes a byte
+    at least: one match of a pattern that pairs the quotes tells, in C, with nothing
+    allocated, however many strings there are. With one, yes. A reply of thousands of numbers
+    or trace records then needs no walk (cut_strings)."""
+    return b'\\"' in body or _longer_than(limit).match(body) is not None
+
+
+@functools.lru_cache(maxsize=4)
+def _longer_than(limit: int) -> re.Pattern[bytes]:
+    """Matches a JSON text with a quoted run of more than `limit` bytes: each short string and
+    what follows it up to the next quote is taken whole, never given back (possessive), so
+    the match either stops at the opening quote of a long string or fails at the end."""
+    return re.compile(rb'[^"]*+(?:"[^"]{0,%d}+"[^"]*+)*+"' % limit)
 
 
 def cut_strings(value: Any, limit: int) -> Any:
