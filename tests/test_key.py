@@ -331,13 +331,16 @@ def test_second_derivatives_from_the_key_grade_as_live(bundled_key, engine, tmp_
 
 def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
     """A keyed grading's results, every request the grader asked its workers in order, how many
-    went with the one before (`then`), and how many of those were not asked after all."""
-    requests, unasked = [], []
+    had been sent ahead when asked (`then`), how many sent ahead were not asked after all, and
+    the most sent ahead at once."""
+    requests, unasked, depth = [], [], [0]
     request, close = Worker.request, Worker.close
 
-    def recorded(worker, sent, timeout, then=None):
-        requests.append((json.dumps(sent), then is not None))
-        return request(worker, sent, timeout, then)
+    def recorded(worker, sent, timeout, then=()):
+        requests.append((json.dumps(sent), worker._sent_ahead(sent) is not None))
+        reply = request(worker, sent, timeout, then)
+        depth[0] = max(depth[0], len(worker._ahead))
+        return reply
 
     monkeypatch.setattr(Worker, "request", recorded)
     monkeypatch.setattr(Worker, "close", lambda worker: unasked.append(worker.unasked) or close(worker))
@@ -349,7 +352,8 @@ def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
             grader.give_feedback(report)
     monkeypatch.undo()
     results = [(r.exercise_id, r.check, r.status, r.score, r.message) for r in report.results]
-    return results, [sent for sent, _ in requests], sum(ahead for _, ahead in requests), unasked
+    return (results, [sent for sent, _ in requests], sum(ahead for _, ahead in requests), unasked,
+            depth[0])
 
 
 @pytest.mark.slow
@@ -358,13 +362,14 @@ def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
     ("starter", False), ("changed", False)])
 def test_a_request_sent_ahead_is_the_one_the_grading_sends_next(
         bundled_key, bank, key, changed, engine, feedback_later, monkeypatch):
-    """Each check's last request goes with the first of the next check that sends one
-    (`Grader.lookahead`), so that the worker answers it while the grader judges. The engine
+    """Each check's last request goes with those of the next checks, as far as they are known
+    (`Grader.lookahead`), so that the worker answers them while the grader judges. The engine
     meets exactly the requests of a grading without it, in the same order, and no request sent
     ahead goes unasked: a passing and a failing engine, with the feedback of failed checks at
-    once (which asks the engine more) or later (the watch), a nondeterministic engine, the
-    starter (no higher-order protocol: `inspect` decides what is asked), and a bank with an
-    exercise changed since its key and one added, graded live."""
+    once (which asks the engine more) or later (the watch: then what follows a gradient check
+    is known, and hundreds of requests go ahead at once), a nondeterministic engine, the starter
+    (no higher-order protocol: `inspect` decides what is asked), and a bank with an exercise
+    changed since its key and one added, graded live."""
     folder, path = (changed, key) if engine == "changed" else (bank_dir(), bundled_key)
     submission = {"reference": "reference", "changed": "reference",
                   "starter": starter_path() / "engine.py"}.get(engine, ENGINES / f"{engine}.py")
@@ -372,6 +377,7 @@ def test_a_request_sent_ahead_is_the_one_the_grading_sends_next(
     ahead = asked(submission, folder, path, True, feedback_later, monkeypatch)
     assert ahead[:2] == plain[:2]
     assert set(ahead[3]) == {0} and ahead[2] > plain[2]
+    assert plain[4] == 1 and ahead[4] > (100 if feedback_later else 1)
 
 
 # --- random programs ----------------------------------------------------------------------------

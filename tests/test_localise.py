@@ -263,7 +263,7 @@ def test_a_point_two_checks_fail_at_first_is_walked_once(feedback_later, monkeyp
     traced = []
     request = Worker.request
 
-    def recorded(worker, sent, timeout, then=None):
+    def recorded(worker, sent, timeout, then=()):
         if sent.get("kind") == "trace":
             traced.append(json.dumps(sent["point"], sort_keys=True))
         return request(worker, sent, timeout, then)

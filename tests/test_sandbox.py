@@ -4,6 +4,7 @@ Each fault loses only the request it happened in, is named in plain words, leave
 behind, and the next request gets a fresh worker. Correct answers come from torch, live.
 """
 
+import itertools
 import json
 import math
 import os
@@ -115,7 +116,7 @@ def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kin
         assert forked(w) == bool(by_zygote)
         start = time.monotonic()
         failure = w.request(gradients(MUL_EXP), timeout=timeout,
-                            then=gradients(ADD_EXP) if mode == "next sent ahead" else None)
+                            then=[gradients(ADD_EXP)] * 2 if mode == "next sent ahead" else ())
         elapsed = time.monotonic() - start
         assert isinstance(failure, Failure)
         assert (failure.kind, failure.message[:len(message)]) == (kind, message)
@@ -125,23 +126,38 @@ def test_a_fault_loses_only_its_request_and_is_named(name, options, timeout, kin
         assert w.starts == 2 and w.pid != first and forked(w) == bool(by_zygote)
 
 
-def test_a_request_sent_ahead_is_answered_as_if_sent_in_its_turn():
-    """`then`: the next request goes with this one; its reply is the one it gets in its turn,
-    asked as the same object or as one built alike. Another request first drops it (counted in
-    `unasked`); one too large to send ahead goes in its turn."""
-    many = {**gradients(ADD_EXP), "points": POINTS * 20000}
+def test_requests_sent_ahead_are_answered_as_if_sent_in_their_turn():
+    """`then`: the next requests go with this one, as many as a quarter of the channel's send
+    buffer holds; each reply is the one it gets in its turn, asked as the same object or as one
+    built alike, and a later call's `then` sends only those not sent yet. Another request
+    first drops them all (counted in `unasked`); one too large to send ahead goes in its
+    turn."""
+    mul, add = gradients(MUL_EXP), gradients(ADD_EXP)
+    many = {**add, "points": POINTS * 20000}
     with worker("tiny") as w:
         w.request(INSPECT, timeout=5)
         assert len(json.dumps(many)) > w.ahead_bytes >= 48 << 10  # a vector request fits
-        for then, asked in ((gradients(ADD_EXP), gradients(ADD_EXP)), (many, many)):
-            assert w.request(gradients(MUL_EXP), timeout=5, then=then) == torch_reply(
-                gradients(MUL_EXP))
-            assert w.request(asked, timeout=5) == torch_reply(then)
-        assert w.unasked == 0
-        w.request(gradients(MUL_EXP), timeout=5, then=gradients(ADD_EXP))
+        assert w.request(mul, timeout=5, then=[add, mul, add]) == torch_reply(mul)
+        assert len(w._ahead) == 3
+        assert w.request(dict(add), timeout=5, then=[mul, add, INSPECT]) == torch_reply(add)
+        assert len(w._ahead) == 3  # INSPECT only was sent
+        for asked in (mul, add):
+            assert w.request(asked, timeout=5) == torch_reply(asked)
         assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY
-        assert w.unasked == 1
-        assert w.request(gradients(ADD_EXP), timeout=5) == torch_reply(gradients(ADD_EXP))
+        assert w.request(mul, timeout=5, then=[many, add]) == torch_reply(mul)
+        assert len(w._ahead) == 0  # in order: not the one after it either
+        assert w.request(many, timeout=5) == torch_reply(many)
+        assert w.unasked == 0
+        w.request(mul, timeout=5, then=itertools.repeat(add))
+        size = sum(len(frame) for frame, _ in w._ahead)  # as many as fit, no more
+        assert sandbox._cost(size) <= w.ahead_bytes < sandbox._cost(size + len(w._ahead[0][0]))
+        filled = len(w._ahead)
+        assert w.request(mul, timeout=5, then=[INSPECT, add, INSPECT]) == torch_reply(mul)
+        assert w.unasked == filled  # not sent ahead: every reply before it is dropped
+        # a check's time ran out: those sent ahead for it are dropped, up to the next one asked
+        assert w.request(add, timeout=5) == torch_reply(add) and w.unasked == filled + 1
+        assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY and not w._ahead
+        assert w.unasked == filled + 1
         assert w.starts == 1
 
 

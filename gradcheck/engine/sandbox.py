@@ -51,6 +51,8 @@ run its Python or read gradcheck or the submission; `preflight` checks all three
 from __future__ import annotations
 
 import atexit
+import collections
+import itertools
 import dataclasses
 import json
 import math
@@ -65,7 +67,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from gradcheck.engine import census, cgroup, handler, memory, run, wire
 from gradcheck.engine.worker import (
@@ -83,10 +85,10 @@ POLL = 0.05  # seconds between checks of a busy worker's processes, memory and o
 #: the send buffer asked for the grader's end of a worker's channel (the kernel may give less:
 #: net.core.wmem_max)
 CHANNEL_BUFFER = 1 << 20
-#: a request is sent ahead of its turn only if it takes at most this share of the channel's
-#: send buffer: it and the request before it, should the worker not have read that yet, then
-#: fit in it, so that sending it never waits for the busy worker to read (a vector request of
-#: 3,000 elements is about 45 kB; the kernel's default buffer, about 208 kB)
+#: the share of the channel's send buffer that requests sent ahead of their turn may take in
+#: all: the worker, busy with the request before them, reads none of them meanwhile, so that they
+#: must fit in it for sending them never to wait for the worker (a vector request of 3,000
+#: elements is about 45 kB; the kernel's default buffer, about 208 kB, is doubled when asked)
 AHEAD_SHARE = 4
 #: crashes in a row after which the worker is not restarted: an engine that crashes on every
 #: request, and takes seconds to import, would otherwise make a bank take hours
@@ -180,10 +182,11 @@ class Worker:
         #: a megabyte for every reply, however short
         self._chunk = memoryview(bytearray(1 << 20))
         self._eof = False
-        #: the frame of a request sent ahead (`request(..., then=...)`) whose reply is not read
-        #: yet
-        self._ahead: bytes | None = None
-        #: the largest request sent ahead on the running worker's channel (AHEAD_SHARE)
+        #: the frames of the requests sent ahead (`request(..., then=...)`) whose replies are not
+        #: read yet, in order, each with what it takes of the channel's send buffer (`_cost`)
+        self._ahead: collections.deque[tuple[bytes, int]] = collections.deque()
+        #: what the requests sent ahead may take of the running worker's channel in all
+        #: (AHEAD_SHARE)
         self.ahead_bytes = 0
         #: requests sent ahead that the grader did not ask for after all (`request`)
         self.unasked = 0
@@ -247,22 +250,24 @@ class Worker:
         return "\n".join(parts)
 
     def request(self, request: Mapping[str, Any], timeout: float,
-                then: Mapping[str, Any] | None = None) -> dict[str, Any] | Failure:
+                then: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any] | Failure:
         """The worker's reply to `request` (see gradcheck.engine.requests), or why there is none.
-        `then`: the request the grader will send next whatever this reply says, unless it is a
-        failure (which stops the worker): sent now, so that the worker works on it while the
-        grader reads this reply; the next call with a request of the same bytes (the same
-        object, or one built alike) waits for its reply, its timeout counted from that call.
-        Another request first drops that reply (`unasked` counts them: the engine answered a
-        request the grading did not need).
+        `then`: the requests the grader will send next, in order, whatever this reply says,
+        unless it is a failure (which stops the worker): sent now, as many as the channel takes
+        without waiting (AHEAD_SHARE), so that the worker works on them while the grader reads
+        this reply; the first of them that are sent ahead already (as many as are still to be
+        answered after this request) are not sent again: the grader's plan of what follows is
+        the same at every call. A later call with a request of the same bytes as one sent ahead
+        (the same object, or one built alike) waits for its reply, its timeout counted from
+        that call, having dropped the replies of those sent ahead before it; a request not
+        sent ahead drops them all (`unasked` counts them: the engine answered requests the
+        grading did not need).
 
         Raises gradcheck.engine.requests.RequestError for a malformed request (a grader bug)."""
         packed = self._sent_ahead(request)
         if packed is None:  # else it was checked as `then`
             wire.check_request(request)
             packed = pack(dict(request))
-        if then is not None:
-            wire.check_request(then)
         if self.import_failure is not None:
             return self.import_failure
         if self.crashes >= MAX_CRASHES:
@@ -282,36 +287,40 @@ class Worker:
         return reply
 
     def _sent_ahead(self, request: Mapping[str, Any]) -> bytes | None:
-        """The frame of the request sent ahead, if `request` is that request."""
-        if self._ahead is None:
+        """The frame of `request`, if it was sent ahead and its reply is still to be read."""
+        if not self._ahead:
             return None
         try:
             packed = pack(dict(request))
         except (TypeError, ValueError):  # not a request at all: `check_request` says why
             return None
-        return packed if packed == self._ahead else None
+        return packed if any(frame == packed for frame, _ in self._ahead) else None
 
     def _request(self, request: Mapping[str, Any], packed: bytes, timeout: float,
-                 then: Mapping[str, Any] | None) -> dict[str, Any] | Failure:
+                 then: Iterable[Mapping[str, Any]]) -> dict[str, Any] | Failure:
         if self._proc is None:
             failure = self._start()
             if failure is not None:
                 if failure.kind != "deadline":
                     self.import_failure = failure
                 return failure
-        deadline = time.monotonic() + timeout
         assert self._sock is not None
-        if self._ahead is not None and packed != self._ahead:
-            # not asked for after all (a fault of the grader's in between): its reply is dropped
+        # the requests sent ahead before this one were not asked for after all (a fault of the
+        # grader's in between, or a check whose time ran out): their replies are dropped, each
+        # waited for as if asked; all of them, if this one was not sent ahead
+        sent = any(frame == packed for frame, _ in self._ahead)
+        while self._ahead and not (sent and self._ahead[0][0] == packed):
             self.unasked += 1
-            frame = self._wait(deadline, timeout)
+            frame = self._wait(time.monotonic() + timeout, timeout)
             if isinstance(frame, Failure):
                 return frame
-            self._ahead = None
-        sent, self._ahead = self._ahead is not None, None
+            self._ahead.popleft()
+        deadline = time.monotonic() + timeout
         try:
             self._sock.settimeout(timeout)
-            if not sent:  # else it was sent with the request before, and may be running
+            if sent:  # with the requests before, and it may be running
+                self._ahead.popleft()
+            else:
                 self._phase = "start"
                 self._sock.sendall(packed)
         except TimeoutError:  # the worker stopped reading requests
@@ -321,13 +330,7 @@ class Worker:
                 return self._exit_failure()
             return self._fail("protocol", f"the engine closed the grader's channel "
                               f"{self._where()}")
-        ahead = pack(dict(then)) if then is not None else b""
-        if ahead and len(ahead) <= self.ahead_bytes:  # a larger one could fill the channel
-            try:
-                self._sock.sendall(ahead)
-                self._ahead = ahead
-            except OSError:  # it stopped reading, or died: the wait for the reply finds why
-                pass
+        self._send_ahead(itertools.islice(then, len(self._ahead), None))
         frame = self._wait(deadline, timeout)
         if isinstance(frame, Failure):
             return frame
@@ -336,6 +339,35 @@ class Worker:
             return failure
         self._collect_output()
         return self._reply(request, frame)
+
+    def _send_ahead(self, requests: Iterator[Mapping[str, Any]]) -> None:
+        """Send as many of `requests`, in order, as the channel takes with those sent ahead
+        already, in one write: the worker reads none of them while it runs the one before. A
+        malformed one (a grader bug) and those after it go in their turn, if ever, and are
+        refused then (`request`)."""
+        room = self.ahead_bytes - sum(cost for _, cost in self._ahead)
+        frames: list[bytes] = []
+        size = 0
+        for later in requests:
+            try:
+                wire.check_request(later)
+            except wire.RequestError:
+                break
+            frame = pack(dict(later))
+            if _cost(size + len(frame)) > room:
+                break
+            frames.append(frame)
+            size += len(frame)
+        if not frames:
+            return
+        assert self._sock is not None
+        try:
+            self._sock.sendall(b"".join(frames))
+        except OSError:  # it stopped reading, or died: the wait for the reply finds why
+            return
+        # the write's cost is charged to its last request: the kernel frees it once that is read
+        self._ahead.extend((frame, 0) for frame in frames[:-1])
+        self._ahead.append((frames[-1], _cost(size)))
 
     # --- starting ----------------------------------------------------------------------------
 
@@ -603,7 +635,7 @@ class Worker:
         _RUNNING.discard(self._proc.pid)
         self._sock.close()
         self._proc = self._sock = None
-        self._ahead = None  # unread, with the worker that would have answered it
+        self._ahead.clear()  # unread, with the worker that would have answered them
         os.close(self._phase_fd)
         self._phase_fd = None
         self._census = census.Census()
@@ -826,6 +858,12 @@ class _Interpreter:
         self.sock.close()
         os.close(self.phase_fd)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _cost(size: int) -> int:
+    """What one write of `size` bytes may take of a send buffer: the bytes, and the kernel's
+    bookkeeping of each piece it is cut into (under 1 kB a piece, pieces of 8 kB or more)."""
+    return size + 1024 * (1 + size // 8192)
 
 
 def _channel() -> tuple[socket.socket, socket.socket]:

@@ -11,8 +11,9 @@ the same check, and, grading a bank live, jax works ahead on the exercises to co
 exercises at a time: in a helper process that also draws the sampled points
 (`gradcheck.grading.helper_process`), or, in a process that has jax imported already, in a thread. Every result
 still comes from the same oracle at the same points. Grading with a key, the worker is sent the
-request that follows a check with the check's last one (`Grader.lookahead`), so it answers while
-this process judges; it still meets the same requests in the same order.
+requests that follow a check with the check's last one, as far as they are known before its
+reply (`Grader.lookahead`, `_plan`), so it answers them while this process judges; it still
+meets the same requests in the same order.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 import traceback
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from gradcheck import oracles
 from gradcheck.oracles import second_order
@@ -52,6 +53,7 @@ from gradcheck.grading.plan import (
     GraderError,
     gradients_request,
     hessian_request,
+    probe_request,
     jax_modules,
     sample_seed,
     search_options,
@@ -151,10 +153,13 @@ class Grader:
         #: the chain-rule walks' findings so far, by exercise and point (`localise.diagnose`)
         self._located: dict[str, dict[str, localise.Finding]] = {}
         self._feedback_later = False
-        #: send the request that follows a check's last one with it (`_following`), so that the
-        #: worker answers it while this process judges the reply before: on two cores the
-        #: two then work at once, and the engine meets the same requests in the same order
+        #: send the requests that follow a check's last one with it, as far as they are known
+        #: (`_plan`), so that the worker answers them while this process judges the replies
+        #: before: on two cores the two then work at once, and the engine meets the same
+        #: requests in the same order
         self.lookahead = True
+        #: each check's requests as `_plan` foresees them, for the grading under way
+        self._planned: dict[tuple[str, str], tuple[tuple[dict[str, Any], ...], bool]] = {}
         #: while `grade_bank` grades an exercise: the exercises after it on its worker, in order
         self._upcoming: list[Exercise] | None = None
 
@@ -278,6 +283,7 @@ class Grader:
         that the scores can be shown first (`gradcheck grade --watch`)."""
         started = time.monotonic()
         self._feedback_later, self._later, self._located = feedback_later, [], {}
+        self._planned = {}
         report = GradeReport(submission=self.label, seed=self.seed)
         self.workers.deadline = None  # each grading of a bank has its --total-timeout
         for path, error in bank.broken:
@@ -285,11 +291,17 @@ class Grader:
         self._jax_ahead(bank.exercises)
         # The visible exercises first, then the others in a fresh worker whose words are withheld
         # (gradcheck.grading.workers); on each side, while jax works ahead, the exercises that do
-        # not wait for it first. The order is the same with a key, so that a submission meets the
-        # same sequence of requests in every run, live or keyed.
-        order = sorted(range(len(bank.exercises)),
-                       key=lambda number: (not details_shown(bank.exercises[number]),
-                                           bool(self._jax_checks(bank.exercises[number]))))
+        # not wait for it first; then those with random programs, whose cases are replayed one
+        # by one (no request after them is sent ahead: `_plan`), and before them the others by
+        # the engine's work, least first, so that while the worker runs a large program the
+        # replies to the small ones before it are still to be judged. The order is the same with
+        # a key, so that a submission meets the same sequence of requests in every run, live or
+        # keyed.
+        order = sorted(range(len(bank.exercises)), key=lambda number: (
+            not details_shown(bank.exercises[number]),
+            bool(self._jax_checks(bank.exercises[number])),
+            bank.exercises[number].checks.random_programs is not None,
+            _work(bank.exercises[number])))
         graded: dict[int, list[CheckResult]] = {}
         for place, number in enumerate(order):
             exercise = bank.exercises[number]
@@ -461,8 +473,9 @@ class Grader:
         # The oracles work while the worker does: on two cores, neither waits for the other.
         expected = self._oracles_meanwhile(exercise, self._oracle_results, exercise,
                                        check, points, wanted, early)
-        probe = gradients_request(exercise, [points[0], points[0]])
-        reply = self._ask(exercise, gradients_request(exercise, points), budget, then=probe)
+        probe = probe_request(exercise, points)
+        reply = self._ask(exercise, gradients_request(exercise, points), budget, then=[probe],
+                          last=self._feedback_waits(exercise))
         if isinstance(reply, Failure):
             return Outcome("failed", reply.message, [])
         # judged while the worker runs the probe, which it was sent with the request
@@ -472,8 +485,7 @@ class Grader:
         skipped = grading.count("skipped") == len(points) or grading.nothing_graded
         feedback_shown = self.hidden_feedback or details_shown(exercise)
         # the probe is the check's last request unless its feedback asks for more now
-        last = (skipped or grading.passed or grading.float32 or self._feedback_later
-                or not feedback_shown)
+        last = skipped or grading.passed or grading.float32 or self._feedback_waits(exercise)
         unsteady = self._nondeterminism(exercise, probe, reply["results"][0], budget, last)
         if unsteady:
             self._detail = {"point": dict(points[0]), "nondeterministic": True}
@@ -627,12 +639,12 @@ class Grader:
         return self._torch_records[cache_key]
 
     def _ask(self, exercise: Exercise, request: dict[str, Any], budget: _Budget,
-             then: dict[str, Any] | None = None, last: bool = False
+             then: Sequence[dict[str, Any]] = (), last: bool = False
              ) -> dict[str, Any] | Failure:
-        """The worker's reply to `request` within the exercise's `budget`; `then`: the request
+        """The worker's reply to `request` within the exercise's `budget`; `then`: the requests
         sent next whatever the reply (`Worker.request`); `last`: the check sends no other request
-        after this one, whatever its reply, so the one that follows it goes with it, when it is
-        known (`_following`)."""
+        after those, whatever the replies, so those of the next checks go with them, as far as
+        they are known (`_plan`)."""
         remaining = budget.seconds - budget.spent
         if remaining <= 0:
             return Failure("timeout", f"not run: the exercise's {budget.seconds:g} s ran out "
@@ -640,10 +652,9 @@ class Grader:
         worker = self.workers.for_exercise(exercise)
         if self.total_timeout is not None and self.workers.deadline is None:
             self.workers.deadline = worker.deadline = time.monotonic() + self.total_timeout
-        if last and then is None:
-            then = self._following(exercise)
         started, importing = time.monotonic(), worker.import_seconds
-        reply = worker.request(request, timeout=remaining, then=then)
+        reply = worker.request(request, timeout=remaining,
+                               then=itertools.chain(then, self._plan(exercise)) if last else then)
         budget.spent += time.monotonic() - started - (worker.import_seconds - importing)
         if isinstance(reply, Failure) and reply.kind == "deadline":
             return dataclasses.replace(reply, message=(
@@ -655,15 +666,16 @@ class Grader:
                                                       f"{where}")
         return reply
 
-    def _following(self, exercise: Exercise) -> dict[str, Any] | None:
-        """The request this grading sends after the check being graded, known before its reply
-        is read: the first request of the next check that sends one, in this exercise or the
-        next ones on the same worker. None if it depends on a reply yet to come (a random
-        programs search, which is replayed case by case, or an `inspect` under way), if the
-        next check is on the other worker, or outside a keyed grading of a bank (live, each
-        check's oracles and torch records are worked out as it comes)."""
+    def _plan(self, exercise: Exercise) -> Iterator[dict[str, Any]]:
+        """The requests this grading sends after the check being graded, in order, as far as
+        they are known before its reply is read: those of the next checks, in this exercise and
+        the next ones on the same worker, up to one whose requests after its first depend on
+        a reply (a random programs search, which is replayed case by case; an `inspect` whose
+        reply decides what is asked; a gradient check whose feedback, if it fails, asks the
+        engine more at once). Nothing outside a keyed grading of a bank (live, each check's
+        oracles and torch records are worked out as it comes)."""
         if not self.lookahead or self.key is None or self._upcoming is None:
-            return None
+            return
         names = exercise.checks.present()
         side = details_shown(exercise)
         same_worker = itertools.takewhile(lambda other: details_shown(other) == side,
@@ -672,27 +684,42 @@ class Grader:
                                 ((other, name) for other in same_worker
                                  for name in other.checks.present()))
         for other, name in later:
-            opening = self._opening(other, name)
-            if opening is not _SILENT:
-                return opening
-        return None
+            requests, known_after = self._requests(other, name)
+            yield from requests
+            if not known_after:
+                return
 
-    def _opening(self, exercise: Exercise, name: str) -> dict[str, Any] | None | object:
-        """The first request the check `name` of `exercise` will send (`grade_exercise`), built as
-        the check builds it; _SILENT if it sends none; None if that is not known yet."""
+    def _requests(self, exercise: Exercise, name: str) -> tuple[tuple[dict[str, Any], ...], bool]:
+        """The requests the check `name` of `exercise` sends whatever the replies, built as the
+        check builds them, and whether what follows them is known before their replies are read
+        (`_plan`). Remembered for the grading, once nothing is left to learn by `inspect`."""
+        planned = self._planned.get((exercise.id, name))
+        if planned is not None:
+            return planned
         absent = self._absent(exercise, name)
         if absent is None:
-            return {"kind": "inspect"}  # `_absent_higher_order` asks first
+            return ({"kind": "inspect"},), False  # `_absent_higher_order` asks first
         if absent:
-            return _SILENT
-        if name in GRADIENT_CHECKS:
-            return gradients_request(exercise, self._points(exercise, name))
-        if name == "hessian":
-            return hessian_request(exercise, self._points(exercise, name))
-        if name in ("graph", "behaviour"):
+            planned = (), True
+        elif name in GRADIENT_CHECKS:
+            points = self._points(exercise, name)
+            planned = ((gradients_request(exercise, points), probe_request(exercise, points)),
+                       self._feedback_waits(exercise))
+        elif name == "hessian":
+            planned = (hessian_request(exercise, self._points(exercise, name)),), True
+        elif name in ("graph", "behaviour"):
             request = torch_request(exercise, name, sample_seed(self.seed, exercise.id))
-            return _SILENT if isinstance(self._torch_record(exercise, request), str) else request
-        return None
+            silent = isinstance(self._torch_record(exercise, request), str)
+            planned = (() if silent else (request,)), True
+        else:
+            return (), False
+        self._planned[(exercise.id, name)] = planned
+        return planned
+
+    def _feedback_waits(self, exercise: Exercise) -> bool:
+        """Whether a failed gradient check of `exercise` asks the engine nothing more now: its
+        feedback comes later (`grade_bank(feedback_later=True)`) or is never shown."""
+        return self._feedback_later or not (self.hidden_feedback or details_shown(exercise))
 
     def _nondeterminism(self, exercise: Exercise, probe: dict[str, Any], first: Any,
                         budget: _Budget, last: bool) -> str:
@@ -747,9 +774,6 @@ class Grader:
         return None if missing is None else [name for name in missing if name in needed]
 
 
-#: `Grader._opening` of a check that sends no request
-_SILENT = object()
-
 
 class Outcome(NamedTuple):
     """A check's status, its student message, notes for the author, and the protocol piece
@@ -788,6 +812,13 @@ class _Budget:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.spent = 0.0
+
+
+def _work(exercise: Exercise) -> int:
+    """How much work a point of `exercise` is for an engine, roughly: its program's nodes times
+    the elements of its largest input."""
+    return len(exercise.program.nodes) * max((size or 1 for size in exercise.sizes.values()),
+                                             default=1)
 
 
 CHECK_TITLES = {

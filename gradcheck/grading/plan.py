@@ -62,6 +62,12 @@ def gradients_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[
             "requires_grad": exercise.grad_names}
 
 
+def probe_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The determinism probe of a gradient check at `points`: the same backward at the first
+    point, twice more (`Grader._nondeterminism`)."""
+    return gradients_request(exercise, [points[0], points[0]])
+
+
 def hessian_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
     """The request of a `hessian` check at `points`."""
     return {"kind": "hessian", "program": exercise.program.spec(), "points": points,
