@@ -185,6 +185,7 @@ class Worker:
         #: the frames of the requests sent ahead (`request(..., then=...)`) whose replies are not
         #: read yet, in order, each with what it takes of the channel's send buffer (`_cost`)
         self._ahead: collections.deque[tuple[bytes, int]] = collections.deque()
+        self._ahead_cost = 0  # theirs in all
         #: what the requests sent ahead may take of the running worker's channel in all
         #: (AHEAD_SHARE)
         self.ahead_bytes = 0
@@ -294,7 +295,13 @@ class Worker:
             packed = pack(dict(request))
         except (TypeError, ValueError):  # not a request at all: `check_request` says why
             return None
-        return packed if any(frame == packed for frame, _ in self._ahead) else None
+        return packed if self._is_ahead(packed) else None
+
+    def _is_ahead(self, packed: bytes) -> bool:
+        """Whether the request of this frame was sent ahead and is still to be answered (most
+        often, the first of those)."""
+        return bool(self._ahead) and (self._ahead[0][0] == packed
+                                      or any(frame == packed for frame, _ in self._ahead))
 
     def _request(self, request: Mapping[str, Any], packed: bytes, timeout: float,
                  then: Iterable[Mapping[str, Any]]) -> dict[str, Any] | Failure:
@@ -308,18 +315,18 @@ class Worker:
         # the requests sent ahead before this one were not asked for after all (a fault of the
         # grader's in between, or a check whose time ran out): their replies are dropped, each
         # waited for as if asked; all of them, if this one was not sent ahead
-        sent = any(frame == packed for frame, _ in self._ahead)
+        sent = self._is_ahead(packed)
         while self._ahead and not (sent and self._ahead[0][0] == packed):
             self.unasked += 1
             frame = self._wait(time.monotonic() + timeout, timeout)
             if isinstance(frame, Failure):
                 return frame
-            self._ahead.popleft()
+            self._ahead_cost -= self._ahead.popleft()[1]
         deadline = time.monotonic() + timeout
         try:
             self._sock.settimeout(timeout)
             if sent:  # with the requests before, and it may be running
-                self._ahead.popleft()
+                self._ahead_cost -= self._ahead.popleft()[1]
             else:
                 self._phase = "start"
                 self._sock.sendall(packed)
@@ -345,7 +352,7 @@ class Worker:
         already, in one write: the worker reads none of them while it runs the one before. A
         malformed one (a grader bug) and those after it go in their turn, if ever, and are
         refused then (`request`)."""
-        room = self.ahead_bytes - sum(cost for _, cost in self._ahead)
+        room = self.ahead_bytes - self._ahead_cost
         frames: list[bytes] = []
         size = 0
         for later in requests:
@@ -368,6 +375,7 @@ class Worker:
         # the write's cost is charged to its last request: the kernel frees it once that is read
         self._ahead.extend((frame, 0) for frame in frames[:-1])
         self._ahead.append((frames[-1], _cost(size)))
+        self._ahead_cost += _cost(size)
 
     # --- starting ----------------------------------------------------------------------------
 
@@ -636,6 +644,7 @@ class Worker:
         self._sock.close()
         self._proc = self._sock = None
         self._ahead.clear()  # unread, with the worker that would have answered them
+        self._ahead_cost = 0
         os.close(self._phase_fd)
         self._phase_fd = None
         self._census = census.Census()

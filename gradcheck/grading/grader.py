@@ -27,7 +27,7 @@ import time
 import traceback
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from gradcheck import oracles
 from gradcheck.oracles import second_order
@@ -160,8 +160,10 @@ class Grader:
         self.lookahead = True
         #: each check's requests as `_plan` foresees them, for the grading under way
         self._planned: dict[tuple[str, str], tuple[tuple[dict[str, Any], ...], bool]] = {}
-        #: while `grade_bank` grades an exercise: the exercises after it on its worker, in order
-        self._upcoming: list[Exercise] | None = None
+        #: while `grade_bank` grades: its exercises, in the order it grades them
+        self._order: list[Exercise] | None = None
+        #: per side, the plan of its requests (`_side_plan`) and what it was made knowing
+        self._side_plans: dict[bool, tuple[Any, list[Any], dict[tuple[str, str], int]]] = {}
 
     def __enter__(self) -> Grader:
         return self
@@ -303,16 +305,16 @@ class Grader:
             bank.exercises[number].checks.random_programs is not None,
             _work(bank.exercises[number])))
         graded: dict[int, list[CheckResult]] = {}
-        for place, number in enumerate(order):
-            exercise = bank.exercises[number]
-            self._upcoming = [bank.exercises[later] for later in order[place + 1:]]
-            try:
+        self._order, self._side_plans = [bank.exercises[number] for number in order], {}
+        try:
+            for number in order:
+                exercise = bank.exercises[number]
                 graded[number] = self.grade_exercise(exercise)
-            finally:
-                self._upcoming = None
-            report.duration = time.monotonic() - started
-            if progress:
-                progress(exercise.id, graded[number])
+                report.duration = time.monotonic() - started
+                if progress:
+                    progress(exercise.id, graded[number])
+        finally:
+            self._order = None
         report.results += [result for number in sorted(graded) for result in graded[number]]
         self._finish(report, started)
         return report
@@ -654,7 +656,7 @@ class Grader:
             self.workers.deadline = worker.deadline = time.monotonic() + self.total_timeout
         started, importing = time.monotonic(), worker.import_seconds
         reply = worker.request(request, timeout=remaining,
-                               then=itertools.chain(then, self._plan(exercise)) if last else then)
+                               then=[*then, *self._plan(exercise)] if last else then)
         budget.spent += time.monotonic() - started - (worker.import_seconds - importing)
         if isinstance(reply, Failure) and reply.kind == "deadline":
             return dataclasses.replace(reply, message=(
@@ -666,28 +668,44 @@ class Grader:
                                                       f"{where}")
         return reply
 
-    def _plan(self, exercise: Exercise) -> Iterator[dict[str, Any]]:
+    def _plan(self, exercise: Exercise) -> list[dict[str, Any]]:
         """The requests this grading sends after the check being graded, in order, as far as
         they are known before its reply is read: those of the next checks, in this exercise and
         the next ones on the same worker, up to one whose requests after its first depend on
         a reply (a random programs search, which is replayed case by case; an `inspect` whose
         reply decides what is asked; a gradient check whose feedback, if it fails, asks the
-        engine more at once). Nothing outside a keyed grading of a bank (live, each check's
+        engine more at once). None outside a keyed grading of a bank (live, each check's
         oracles and torch records are worked out as it comes)."""
-        if not self.lookahead or self.key is None or self._upcoming is None:
-            return
-        names = exercise.checks.present()
-        side = details_shown(exercise)
-        same_worker = itertools.takewhile(lambda other: details_shown(other) == side,
-                                          self._upcoming)
-        later = itertools.chain(((exercise, name) for name in names[names.index(self._check) + 1:]),
-                                ((other, name) for other in same_worker
-                                 for name in other.checks.present()))
-        for other, name in later:
-            requests, known_after = self._requests(other, name)
-            yield from requests
-            if not known_after:
-                return
+        if not self.lookahead or self.key is None or self._order is None:
+            return []
+        planned, after = self._side_plan(details_shown(exercise))
+        start = after[(exercise.id, self._check)]
+        try:
+            return planned[start:planned.index(_UNKNOWN, start)]
+        except ValueError:
+            return planned[start:]
+
+    def _side_plan(self, side: bool) -> tuple[list[Any], dict[tuple[str, str], int]]:
+        """The requests of every check on the `side` worker, in grading order, with _UNKNOWN
+        after the last a check sends whatever the replies where what it sends next depends on
+        them; and where the requests after each check begin. Made once a grading, and again
+        once `inspect` has told what the engine lacks: asked at every check, it is a slice."""
+        known = self._missing.get(side)
+        kept = self._side_plans.get(side)
+        if kept is not None and kept[0] is known:
+            return kept[1], kept[2]
+        assert self._order is not None
+        planned: list[Any] = []
+        after: dict[tuple[str, str], int] = {}
+        for exercise in self._order:
+            if details_shown(exercise) != side:
+                continue
+            for name in exercise.checks.present():
+                requests, known_after = self._requests(exercise, name)
+                planned += requests if known_after else [*requests, _UNKNOWN]
+                after[(exercise.id, name)] = len(planned)
+        self._side_plans[side] = (known, planned, after)
+        return planned, after
 
     def _requests(self, exercise: Exercise, name: str) -> tuple[tuple[dict[str, Any], ...], bool]:
         """The requests the check `name` of `exercise` sends whatever the replies, built as the
@@ -812,6 +830,10 @@ class _Budget:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.spent = 0.0
+
+
+#: in `Grader._side_plan`, where what a check sends next depends on its replies
+_UNKNOWN = object()
 
 
 def _work(exercise: Exercise) -> int:
