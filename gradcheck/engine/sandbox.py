@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import atexit
 import collections
-import itertools
 import dataclasses
+import itertools
 import json
 import math
 import os

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import itertools
 import json
 import secrets
 import time
@@ -53,8 +52,8 @@ from gradcheck.grading.plan import (
     GraderError,
     gradients_request,
     hessian_request,
-    probe_request,
     jax_modules,
+    probe_request,
     sample_seed,
     search_options,
     torch_request,
@@ -674,8 +673,8 @@ class Grader:
         the next ones on the same worker, up to one whose requests after its first depend on
         a reply (a random programs search, which is replayed case by case; an `inspect` whose
         reply decides what is asked; a gradient check whose feedback, if it fails, asks the
-        engine more at once). None outside a keyed grading of a bank (live, each check's
-        oracles and torch records are worked out as it comes)."""
+        engine more at once). Nothing outside a keyed grading of a bank (live, each check's
+        oracles and torch records are worked out as it comes) or with `lookahead` off."""
         if not self.lookahead or self.key is None or self._order is None:
             return []
         planned, after = self._side_plan(details_shown(exercise))
@@ -687,9 +686,9 @@ class Grader:
 
     def _side_plan(self, side: bool) -> tuple[list[Any], dict[tuple[str, str], int]]:
         """The requests of every check on the `side` worker, in grading order, with _UNKNOWN
-        after the last a check sends whatever the replies where what it sends next depends on
-        them; and where the requests after each check begin. Made once a grading, and again
-        once `inspect` has told what the engine lacks: asked at every check, it is a slice."""
+        after those of each check whose next requests depend on its replies; and, by check,
+        where the requests after it begin. Made once a grading, and again once `inspect` has
+        told what the engine lacks: `_plan`, asked at every check, is a slice of it."""
         known = self._missing.get(side)
         kept = self._side_plans.get(side)
         if kept is not None and kept[0] is known:
