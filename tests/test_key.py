@@ -343,7 +343,7 @@ def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
         return reply
 
     monkeypatch.setattr(Worker, "request", recorded)
-    monkeypatch.setattr(Worker, "close", lambda worker: unasked.append(worker.unasked) or close(worker))
+    monkeypatch.setattr(Worker, "close", lambda worker: close(worker) or unasked.append(worker.unasked))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", answer_key.StaleKeyWarning)
         with Grader(submission, seed=SEED, timeout=120, key=key) as grader:

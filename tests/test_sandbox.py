@@ -130,8 +130,8 @@ def test_requests_sent_ahead_are_answered_as_if_sent_in_their_turn():
     """`then`: the next requests go with this one, as many as a quarter of the channel's send
     buffer holds; each reply is the one it gets in its turn, asked as the same object or as one
     built alike, and a later call's `then` sends only those not sent yet. Another request
-    first drops them all (counted in `unasked`); one too large to send ahead goes in its
-    turn."""
+    first drops them all (counted in `unasked`, as are those still waiting when the worker is
+    closed); one too large to send ahead goes in its turn."""
     mul, add = gradients(MUL_EXP), gradients(ADD_EXP)
     many = {**add, "points": POINTS * 20000}
     with worker("tiny") as w:
@@ -158,7 +158,9 @@ def test_requests_sent_ahead_are_answered_as_if_sent_in_their_turn():
         assert w.request(add, timeout=5) == torch_reply(add) and w.unasked == filled + 1
         assert w.request(INSPECT, timeout=5)["missing"] == SCALAR_ONLY and not w._ahead
         assert w.unasked == filled + 1
+        w.request(mul, timeout=5, then=[add, INSPECT])
         assert w.starts == 1
+    assert w.unasked == filled + 3  # still sent ahead when it was closed
 
 
 def test_a_submission_that_cannot_be_imported_gets_its_traceback_every_time():

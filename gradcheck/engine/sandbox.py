@@ -189,7 +189,8 @@ class Worker:
         #: what the requests sent ahead may take of the running worker's channel in all
         #: (AHEAD_SHARE)
         self.ahead_bytes = 0
-        #: requests sent ahead that the grader did not ask for after all (`request`)
+        #: requests sent ahead that the grader did not ask for after all (`request`), those still
+        #: waiting when the worker is closed too
         self.unasked = 0
         #: the grader's end of the phase file (`_phase`), open while a worker runs
         self._phase_fd: int | None = None
@@ -220,6 +221,7 @@ class Worker:
 
     def close(self) -> None:
         """Kill the worker and every process it started; remove its files."""
+        self.unasked += len(self._ahead)  # sent ahead, and never asked for
         if self._proc is not None:
             self._stop()
         if self._cgroup is not None:
