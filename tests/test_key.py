@@ -380,30 +380,11 @@ def test_a_request_sent_ahead_is_the_one_the_grading_sends_next(
     assert plain[4] == 1 and ahead[4] > (100 if feedback_later else 1)
 
 
-@pytest.mark.slow
-def test_each_side_grades_its_large_programs_and_then_its_random_programs_last(bundled_key):
-    """The order of a grading of the bundled bank: the visible exercises first; on each side
-    the random programs last, their cases replayed one by one, and just before them the large
-    programs (deep-chain's 12,001 nodes, wide-sum's 3,000 elements), so that the worker runs
-    them while the replies to the requests sent before them are judged."""
-    bank = load_bank(bank_dir())
-    order: list[str] = []
-    with Grader("reference", seed=SEED, key=bundled_key) as grader:
-        report = grader.grade_bank(bank, lambda exercise, _: order.append(exercise))
-    assert report.score == report.max_score and sorted(order) == sorted(e.id for e in bank.exercises)
-    shown = [e.id for e in bank.exercises if e.visibility == "visible"]
-    assert set(order[:len(shown)]) == set(shown)
-    assert set(order[len(shown) - 3:len(shown)]) == set(PROGRAMS_IDS)
-    assert order[len(shown) - 5:len(shown) - 3] == ["deep-chain", "wide-sum"]
-    assert order[-2:] == ["deep-recurrence", "wide-dot"]
-
-
 # --- random programs ----------------------------------------------------------------------------
 
 #: the bundled exercises with a random_programs check
 PROGRAMS = ("02-backward/mixed-arithmetic", "06-operations/mixed-operations",
             "07-graph-shapes/random-graphs")
-PROGRAMS_IDS = [name.split("/")[1] for name in PROGRAMS]
 
 
 @pytest.fixture(scope="module")

@@ -291,19 +291,12 @@ class Grader:
             report.results.append(self.broken_result(path, error))
         self._jax_ahead(bank.exercises)
         # The visible exercises first, then the others in a fresh worker whose words are withheld
-        # (gradcheck.grading.workers). On each side: last, those with random programs, whose
-        # cases are replayed one by one (no request after them is sent ahead: `_plan`); before
-        # them the large programs, so that the worker runs them while the replies to the small
-        # ones are still to be judged; in each part, while jax works ahead, the exercises that do
-        # not wait for it first, then by the engine's work, least first. The order is the same
-        # with a key, so that a submission meets the same sequence of requests in every run,
-        # live or keyed.
-        def place(exercise: Exercise) -> tuple[bool, bool, bool, bool, int]:
-            work = _work(exercise)
-            return (not details_shown(exercise), exercise.checks.random_programs is not None,
-                    work >= LARGE_WORK, bool(self._jax_checks(exercise)), work)
-
-        order = sorted(range(len(bank.exercises)), key=lambda number: place(bank.exercises[number]))
+        # (gradcheck.grading.workers); on each side, while jax works ahead, the exercises that do
+        # not wait for it first. The order is the same with a key, so that a submission meets the
+        # same sequence of requests in every run, live or keyed.
+        order = sorted(range(len(bank.exercises)),
+                       key=lambda number: (not details_shown(bank.exercises[number]),
+                                           bool(self._jax_checks(bank.exercises[number]))))
         graded: dict[int, list[CheckResult]] = {}
         self._order, self._side_plans = [bank.exercises[number] for number in order], {}
         try:
@@ -837,18 +830,6 @@ class _Budget:
 
 #: in `Grader._side_plan`, where what a check sends next depends on its replies
 _UNKNOWN = object()
-
-
-#: `_work` from which a program is large: graded after the others on its side (`grade_bank`).
-#: The bundled bank's programs take at most 241, but four, which take 2,000 to 12,001.
-LARGE_WORK = 1000
-
-
-def _work(exercise: Exercise) -> int:
-    """How much work a point of `exercise` is for an engine, roughly: its program's nodes times
-    the elements of its largest input."""
-    return len(exercise.program.nodes) * max((size or 1 for size in exercise.sizes.values()),
-                                             default=1)
 
 
 CHECK_TITLES = {
