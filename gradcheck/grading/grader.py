@@ -157,8 +157,6 @@ class Grader:
         #: before: on two cores the two then work at once, and the engine meets the same
         #: requests in the same order
         self.lookahead = True
-        #: each check's requests as `_plan` foresees them, for the grading under way
-        self._planned: dict[tuple[str, str], tuple[tuple[dict[str, Any], ...], bool]] = {}
         #: while `grade_bank` grades: its exercises, in the order it grades them
         self._order: list[Exercise] | None = None
         #: per side, the plan of its requests (`_side_plan`) and what it was made knowing
@@ -284,7 +282,6 @@ class Grader:
         that the scores can be shown first (`gradcheck grade --watch`)."""
         started = time.monotonic()
         self._feedback_later, self._later, self._located = feedback_later, [], {}
-        self._planned = {}
         report = GradeReport(submission=self.label, seed=self.seed)
         self.workers.deadline = None  # each grading of a bank has its --total-timeout
         for path, error in bank.broken:
@@ -706,29 +703,23 @@ class Grader:
     def _requests(self, exercise: Exercise, name: str) -> tuple[tuple[dict[str, Any], ...], bool]:
         """The requests the check `name` of `exercise` sends whatever the replies, built as the
         check builds them, and whether what follows them is known before their replies are read
-        (`_plan`). Remembered for the grading, once nothing is left to learn by `inspect`."""
-        planned = self._planned.get((exercise.id, name))
-        if planned is not None:
-            return planned
+        (`_side_plan`)."""
         absent = self._absent(exercise, name)
         if absent is None:
             return ({"kind": "inspect"},), False  # `_absent_higher_order` asks first
         if absent:
-            planned = (), True
-        elif name in GRADIENT_CHECKS:
+            return (), True
+        if name in GRADIENT_CHECKS:
             points = self._points(exercise, name)
-            planned = ((gradients_request(exercise, points), probe_request(exercise, points)),
-                       self._feedback_waits(exercise))
-        elif name == "hessian":
-            planned = (hessian_request(exercise, self._points(exercise, name)),), True
-        elif name in ("graph", "behaviour"):
+            return ((gradients_request(exercise, points), probe_request(exercise, points)),
+                    self._feedback_waits(exercise))
+        if name == "hessian":
+            return (hessian_request(exercise, self._points(exercise, name)),), True
+        if name in ("graph", "behaviour"):
             request = torch_request(exercise, name, sample_seed(self.seed, exercise.id))
             silent = isinstance(self._torch_record(exercise, request), str)
-            planned = (() if silent else (request,)), True
-        else:
-            return (), False
-        self._planned[(exercise.id, name)] = planned
-        return planned
+            return (() if silent else (request,)), True
+        return (), False
 
     def _feedback_waits(self, exercise: Exercise) -> bool:
         """Whether a failed gradient check of `exercise` asks the engine nothing more now: its
