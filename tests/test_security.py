@@ -4,6 +4,7 @@ reply; each test is named after the promise it proves."""
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import stat
@@ -696,11 +697,43 @@ from gradcheck.engine.sandbox import MAX_CRASHES  # noqa: E402
 
 
 def test_after_three_crashes_in_a_row_the_worker_is_not_restarted():
+    """Not for the exercise under way; the next one starts it once more (`move_on`), and
+    stops it again at its first crash."""
     with Worker(ENGINES / "os_exit.py", import_timeout=10) as worker:
         replies = [worker.request(ONE_POINT, timeout=5) for _ in range(MAX_CRASHES + 2)]
         assert [reply.kind for reply in replies] == ["exit"] * MAX_CRASHES + ["crashes"] * 2
-        assert replies[-1].message == "the engine crashed 3 times in a row; not restarted"
+        assert replies[-1].message == ("the engine crashed 3 times in a row; not restarted for "
+                                       "this exercise")
         assert worker.starts == MAX_CRASHES
+        worker.move_on()
+        replies = [worker.request(ONE_POINT, timeout=5) for _ in range(2)]
+        assert [reply.kind for reply in replies] == ["exit", "crashes"]
+        assert worker.starts == MAX_CRASHES + 1
+
+
+def test_a_crash_in_one_operation_costs_only_the_exercises_that_use_it(tmp_path):
+    """An engine whose sigmoid kills its process fails op-sigmoid's three checks, three crashes
+    in a row; the exercise after it starts the engine again and passes, live and with a key."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for name in ("op-sigmoid", "op-tanh"):
+        shutil.copy(bundled.bank_dir() / "06-operations" / f"{name}.exercise.yaml", bank)
+    source = (bundled.reference_path() / "__init__.py").read_text()
+    crashing = "    def sigmoid(self) -> Tensor:\n"
+    assert crashing in source
+    engine = tmp_path / "engine.py"
+    engine.write_text(source.replace(crashing, crashing + "        import os; os._exit(3)\n"))
+    key = tmp_path / "key.json"
+    assert cli.main(["key", "build", "--exercises", str(bank), "--seed", "1",
+                     "--out", str(key)]) == 0
+    for keyed in (None, key):
+        report = grader.grade(engine, bank, seed=1, key=keyed)
+        status = {(r.exercise_id, r.check): (r.status, r.message) for r in report.results}
+        sigmoid = [message for (exercise, _), (_, message) in status.items()
+                   if exercise == "op-sigmoid"]
+        assert len(sigmoid) == 3 and all("exited with code 3" in text for text in sigmoid)
+        assert {state for (exercise, _), (state, _) in status.items()
+                if exercise == "op-tanh"} == {"passed"}
 
 
 def test_a_reply_between_crashes_starts_the_count_again(tmp_path):

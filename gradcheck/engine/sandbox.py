@@ -90,8 +90,9 @@ CHANNEL_BUFFER = 1 << 20
 #: must fit in it for sending them never to wait for the worker (a vector request of 3,000
 #: elements is about 45 kB; the kernel's default buffer, about 208 kB, is doubled when asked)
 AHEAD_SHARE = 4
-#: crashes in a row after which the worker is not restarted: an engine that crashes on every
-#: request, and takes seconds to import, would otherwise make a bank take hours
+#: crashes in a row after which the worker is not restarted until the grader moves on to another
+#: exercise (`Worker.move_on`): an engine that crashes on every request, and takes seconds to
+#: import, would otherwise spend an exercise's time restarting, request after request
 MAX_CRASHES = 3
 #: the kinds of Failure that are not crashes: the worker hung, or never imported
 _NOT_CRASHES = ("timeout", "import", "crashes", "deadline")
@@ -107,9 +108,10 @@ class Failure:
     """A request the worker could not answer.
 
     `kind` is one of timeout, exit, signal, memory, tasks, output, cpu, raised, protocol, import,
-    crashes (MAX_CRASHES in a row: not restarted), deadline (past `Worker.deadline`);
-    `message` is a sentence for the student; `phase` is where the engine was (a key of
-    :data:`gradcheck.engine.requests.PHASES`); `detail` holds a traceback or an exception's message.
+    crashes (MAX_CRASHES in a row: not restarted before `move_on`), deadline (past
+    `Worker.deadline`); `message` is a sentence for the student; `phase` is where the engine was
+    (a key of :data:`gradcheck.engine.requests.PHASES`); `detail` holds a traceback or an
+    exception's message.
     """
 
     kind: str
@@ -275,7 +277,7 @@ class Worker:
             return self.import_failure
         if self.crashes >= MAX_CRASHES:
             return Failure("crashes", f"the engine crashed {MAX_CRASHES} times in a row; not "
-                           "restarted", "")
+                           "restarted for this exercise", "")
         left = math.inf if self.deadline is None else self.deadline - time.monotonic()
         if left <= 0:
             return Failure("deadline", "not run: the submission's time ran out", "")
@@ -288,6 +290,13 @@ class Worker:
         else:
             self.crashes = 0
         return reply
+
+    def move_on(self) -> None:
+        """The grader moves on to another exercise: an engine that crashed MAX_CRASHES times in
+        a row is started once more, as the next exercise may use none of what crashed (a crash
+        in one operation must not cost every check after it); another crash there stops it
+        again, a reply starts the count afresh."""
+        self.crashes = min(self.crashes, MAX_CRASHES - 1)
 
     def _sent_ahead(self, request: Mapping[str, Any]) -> bytes | None:
         """The frame of `request`, if it was sent ahead and its reply is still to be read."""
