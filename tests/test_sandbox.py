@@ -163,6 +163,30 @@ def test_requests_sent_ahead_are_answered_as_if_sent_in_their_turn():
     assert w.unasked == filled + 3  # still sent ahead when it was closed
 
 
+def test_replies_that_came_together_are_polled_once_unless_a_poll_is_due():
+    """The worker's limits are polled after a reply the grader read from the channel; the
+    replies read with it were sent before that poll, which saw the worker after them, so they
+    are polled again only once POLL s have passed since the last poll."""
+    mul, add = gradients(MUL_EXP), gradients(ADD_EXP)
+    with worker("tiny") as w:
+        w.request(INSPECT, timeout=5)
+        polls = []
+        poll = w._over_limits
+        w._over_limits = lambda: polls.append(time.monotonic()) or poll()
+        for pause in (0.0, sandbox.POLL):
+            assert w.request(mul, timeout=5, then=[add] * 10) == torch_reply(mul)
+            time.sleep(1.0)  # the worker answers the ten meanwhile: one read brings them all
+            polls.clear()
+            started = time.monotonic()
+            for _ in range(10):
+                time.sleep(pause)
+                assert w.request(add, timeout=5) == torch_reply(add)
+            # the first read is polled; then only a due poll (all ten, a poll apart)
+            assert polls and polls[0] - started < sandbox.POLL + pause
+            assert all(b - a >= sandbox.POLL for a, b in zip(polls, polls[1:]))
+            assert len(polls) == 10 if pause else len(polls) < 10
+
+
 def test_a_submission_that_cannot_be_imported_gets_its_traceback_every_time():
     with worker("import_error") as w:
         failure = w.request(gradients(MUL_EXP), timeout=5)

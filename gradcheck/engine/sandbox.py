@@ -197,6 +197,8 @@ class Worker:
         #: the grader's end of the phase file (`_phase`), open while a worker runs
         self._phase_fd: int | None = None
         self._next_scan = 0.0
+        #: the worker sent something since the limits were last polled (`_receive`)
+        self._unpolled = False
         self._census = census.Census()  # the worker's processes, as last found in /proc
         #: the memory it holds in files and System V IPC (what the grader's user held before is
         #: not the worker's)
@@ -352,9 +354,12 @@ class Worker:
         frame = self._wait(deadline, timeout)
         if isinstance(frame, Failure):
             return frame
-        failure = self._over_limits()
-        if failure is not None:
-            return failure
+        # polled once what came with the reply is in, or POLL s after the last poll: a reply
+        # read with those before it was sent before that poll, which saw the worker after it
+        if self._unpolled or time.monotonic() >= self._next_scan:
+            failure = self._over_limits()
+            if failure is not None:
+                return failure
         self._collect_output()
         return self._reply(request, frame)
 
@@ -508,6 +513,7 @@ class Worker:
         except ConnectionResetError:  # it died with a request unread: as the end of the channel
             size = 0
         self._eof = not size
+        self._unpolled = True
         self._buffer += self._chunk[:size]
 
     @property
@@ -565,12 +571,12 @@ class Worker:
         if now >= deadline:
             return self._fail("timeout", f"timed out after {timeout:g} s {self._where()}")
         if now >= self._next_scan:
-            self._next_scan = now + POLL
             return self._over_limits()
         return None
 
     def _over_limits(self) -> Failure | None:
         assert self._proc is not None
+        self._unpolled, self._next_scan = False, time.monotonic() + POLL
         members = self._census.processes(self._proc.pid, self._since, _RUNNING)
         if sum(threads for _, threads, _ in members) > self.max_tasks:
             return self._fail("tasks", f"the engine started more than {self.max_tasks} processes "
