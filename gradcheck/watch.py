@@ -5,7 +5,8 @@ One process does every grading, with torch and jax imported once (`warm_up`): th
 grading runs the oracles in this process's threads (not in a helper process that would import
 jax each time); then an answer key of the bank at that grading's seed is built in memory, and
 every later grading takes torch's and jax's answers from it, so that a grading after a save
-costs only the submission's own work; and while it waits for a change, the next grading's worker
+costs only the submission's own work; all that is loaded then is put out of the collector's
+reach (`settle`); and while it waits for a change, the next grading's worker
 interpreters are started, so that only the import of the submission is left of them. What
 changed in points is printed as soon as every score is known, and the report once the feedback
 of the failed checks is worked out (`Grader.give_feedback`). Every grading uses the first one's
@@ -18,6 +19,7 @@ needed.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import importlib.util
 import sys
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
                    if oracles & {"torch", "jax"} else None)
         except answer_key.KeyFileError:  # the first grading said why
             return 2
+        settle()
         while True:
             _prestart(args, bank)
             _say(out, f"watching {args.submission} for changes (Ctrl-C stops)")
@@ -105,6 +108,16 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
                 continue
             _say(out, f"(graded {time.monotonic() - started:.1f} s after the change)")
             report = latest
+
+
+def settle() -> None:
+    """Collect the garbage of the start, then move everything loaded (torch, jax, the bank, the
+    answer key: millions of objects) out of the collector's reach for good: a full collection
+    would otherwise walk all of it, 0.3 s at a moment no one chooses, in the middle of a
+    grading after a save (BENCHMARKS.md). What the gradings make is collected as ever; what is
+    frozen and later dropped is freed by its count of references, as any object is."""
+    gc.collect()
+    gc.freeze()
 
 
 def _prestart(args: argparse.Namespace, bank: Bank) -> None:

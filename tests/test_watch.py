@@ -2,12 +2,14 @@
 edited, what changed and then the new report read from its output; bounded in time."""
 
 import argparse
+import gc
 import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,8 @@ from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.bank.selection import Selection
 from gradcheck.engine import sandbox
 from gradcheck.engine.sandbox import Worker
-from gradcheck.watch import EMPTIED, SETTLE, _prestart, _snapshot, _wait_for_change, changes
+from gradcheck.watch import (EMPTIED, SETTLE, _prestart, _snapshot, _wait_for_change, changes,
+                             settle)
 
 sys.path.insert(0, str(Path(__file__).parent / "engines"))
 import mutant  # noqa: E402  (tests/engines: the reference engine with a bug put in)
@@ -44,6 +47,25 @@ def test_changes_are_said_largest_first_then_the_total():
                                       "+1 points: tanh now has 1/2",
                                       "total 5/9, +2 points"]
     assert changes(after, after) == ["total 5/9, no change in points"]
+
+
+def test_what_is_loaded_before_the_saves_is_out_of_the_collectors_reach():
+    """`settle` (before the watch waits for the first save): a full collection in a grading
+    walks none of what was loaded (torch, jax, the bank, the key), only what came after, and
+    the garbage of the start is gone. The test's process is given its collector back."""
+    loaded, garbage = [[] for _ in range(3)], argparse.Namespace()
+    garbage.itself = garbage  # a cycle: only the collector frees it
+    dropped = weakref.ref(garbage)
+    del garbage
+    try:
+        settle()
+        assert dropped() is None
+        assert not any(o is loaded for o in gc.get_objects())
+        later = [[]]
+        assert any(o is later for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+    assert any(o is loaded for o in gc.get_objects())
 
 
 def test_feedback_worked_out_after_the_scores_is_the_feedback_given_at_once(tmp_path):
