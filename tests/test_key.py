@@ -380,6 +380,34 @@ def test_a_request_sent_ahead_is_the_one_the_grading_sends_next(
     assert plain[4] == 1 and ahead[4] > (100 if feedback_later else 1)
 
 
+@pytest.mark.slow
+def test_the_walks_of_failed_checks_are_asked_in_rounds_sent_ahead(bundled_key, monkeypatch):
+    """`give_feedback`: after the random programs' shrinking, the first round asks the trace of
+    one walk per exercise, each with the rest of the round sent ahead; the next rounds what the
+    traces told the walks to run alone, and the exercises' next walks. (That the findings are
+    those of walks one at a time: tests/test_watch.py.)"""
+    kinds, ahead = [], []
+    request = Worker.request
+
+    def recorded(worker, sent, timeout, then=()):
+        kinds.append(sent["kind"])
+        ahead.append(worker._sent_ahead(sent) is not None)
+        return request(worker, sent, timeout, then)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", answer_key.StaleKeyWarning)
+        with Grader(ENGINES / "wrong_mul.py", seed=SEED, key=bundled_key) as grader:
+            report = grader.grade_bank(load_bank(bank_dir()), feedback_later=True)
+            monkeypatch.setattr(Worker, "request", recorded)
+            grader.give_feedback(report)
+    first = kinds.index("trace")  # after the shrinking
+    one = next(n for n, kind in enumerate(kinds[first:]) if kind != "trace")  # round one
+    assert one > 10 and not ahead[first] and all(ahead[first + 1:first + one])
+    assert "behaviour" in kinds[first + one:] and any(ahead[first + one:])
+    walked = [r for r in report.results if r.status == "failed" and r.detail.get("found")]
+    assert len(walked) > 20
+
+
 # --- random programs ----------------------------------------------------------------------------
 
 #: the bundled exercises with a random_programs check

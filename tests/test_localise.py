@@ -172,7 +172,7 @@ def test_a_correct_engine_gets_no_finding():
     def ask(request):  # torch itself, in this process, through the same probe
         return handler.handle(torch_engine, request)
 
-    assert localise.locate(program, point, ["a", "b"], ask, TOLERANCE) is None
+    assert localise.run(localise.locate(program, point, ["a", "b"], TOLERANCE), ask) is None
 
 
 def test_operations_run_alone_on_torch_pass_what_torch_passes():
@@ -182,7 +182,8 @@ def test_operations_run_alone_on_torch_pass_what_torch_passes():
     program = parse("y = v * x\nz = (y * y).mean() + v[1] + 2 / x", {"x": None, "v": 3})
     truth = walk(program, {"x": 2.0, "v": [1.0, -2.0, 3.0]}, ["x", "v"])
     nodes = [c for c in truth.backward_order() if truth.edges(c)]
-    passed = localise.passed_alone(truth, nodes, lambda r: handler.handle(torch_engine, r))
+    passed = localise.run(localise.passed_alone(truth, nodes),
+                          lambda r: handler.handle(torch_engine, r))
     edges = [(c, e) for c in nodes for e in truth.edges(c)]
     assert len(passed) == len(edges) == 11
     for c, e in edges:

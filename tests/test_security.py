@@ -155,9 +155,9 @@ def _consume(kind, exercise, request, honest, reply):
     elif kind == "behaviour":
         grader._behaviour_verdict(honest, reply, exercise)
     elif kind == "trace":
-        localise.locate(program, request["point"], grad,
-                        lambda asked: reply if asked["kind"] == "trace"
-                        else handler.handle(torch_engine, asked), tolerance.analytic)
+        localise.run(localise.locate(program, request["point"], grad, tolerance.analytic),
+                     lambda asked: reply if asked["kind"] == "trace"
+                     else handler.handle(torch_engine, asked))
     else:
         "; ".join(reply["details"].values())
 
@@ -1082,7 +1082,8 @@ def test_localisation_sends_the_worker_no_gradient_of_torchs():
                                 else None)
         return reply
 
-    finding = localise.locate(program, point, ["v", "w"], ask, Tolerance(1e-9, 1e-9), truth)
+    finding = localise.run(localise.locate(program, point, ["v", "w"], Tolerance(1e-9, 1e-9),
+                                           truth), ask)
     assert finding is not None and finding.kind == "combine", finding
     sent = [step["backward"].get("gradient") for request in asked if request["kind"] ==
             "behaviour" for step in request["steps"]]

@@ -147,8 +147,8 @@ class Grader:
         #: the helper process working ahead, if one was started (gradcheck.grading.helper_process)
         self._helper: helper_process.Helper | None = None
         #: with `grade_bank(..., feedback_later=True)`: the failed gradient checks whose
-        #: feedback `give_feedback` works out, each with the function that does it
-        self._later: list[tuple[Exercise, CheckResult, Callable[[], tuple[str, dict]]]] = []
+        #: feedback `give_feedback` works out, each with what works it out
+        self._later: list[tuple[Exercise, CheckResult, Later]] = []
         #: the chain-rule walks' findings so far, by exercise and point (`localise.diagnose`)
         self._located: dict[str, dict[str, localise.Finding]] = {}
         self._feedback_later = False
@@ -312,16 +312,60 @@ class Grader:
     def give_feedback(self, report: GradeReport) -> None:
         """The feedback `grade_bank(..., feedback_later=True)` left out, written into its
         results: asked of new workers, the visible exercises' first, each side's apart as in
-        grading (gradcheck.grading.workers); no score changes."""
+        grading (gradcheck.grading.workers), the chain-rule walks in rounds (`_in_rounds`); no
+        score changes."""
         started = time.monotonic() - report.duration
-        for exercise, result, later in sorted(self._later,
-                                              key=lambda item: not details_shown(item[0])):
-            try:
-                result.message, result.detail = later()
-            except Exception:  # gradcheck's fault: the check keeps its plain comparison
-                result.author_notes = [*result.author_notes, traceback.format_exc()]
+        for shown in (True, False):
+            side = [item for item in self._later if details_shown(item[0]) == shown]
+            for _, result, later in side:
+                if later.give is not None:
+                    try:
+                        result.message, result.detail = later.give()
+                    except Exception:
+                        _fault(result)
+            self._in_rounds([item for item in side if item[2].steps is not None])
         self._later = []
         self._finish(report, started)
+
+    def _in_rounds(self, walks: list[tuple[Exercise, CheckResult, Later]]) -> None:
+        """Work out the chain-rule walks of one side's failed checks together, in rounds: each
+        walk's next request (its trace first, then what the trace tells it to run alone) is
+        asked in one round with the other walks', which go to the worker ahead of their turn
+        (`Worker.request(then=...)`), so that the worker traces the next programs while this
+        process walks the last trace. A walk of an exercise with one under way waits for it,
+        which may leave it nothing to ask (`localise.diagnose`, `located`)."""
+        waiting: dict[str, list[tuple[Exercise, CheckResult, Later]]] = {}
+        for item in walks:
+            waiting.setdefault(item[0].id, []).append(item)
+        under_way: list[tuple[Exercise, CheckResult, Later, localise.Steps, dict[str, Any]]] = []
+
+        def advance(exercise: Exercise, result: CheckResult, later: Later,
+                    steps: localise.Steps, reply: Any) -> None:
+            """The walk's next request joins the next round; a walk that is done is written
+            into its result, and the next walk of its exercise begins."""
+            try:
+                under_way.append((exercise, result, later, steps, steps.send(reply)))
+                return
+            except StopIteration as done:
+                result.message, result.detail = done.value
+            except Exception:
+                _fault(result)
+            begin(exercise.id)
+
+        def begin(exercise_id: str) -> None:
+            if waiting[exercise_id]:
+                exercise, result, later = waiting[exercise_id].pop(0)
+                assert later.steps is not None
+                advance(exercise, result, later, later.steps(), None)
+
+        for exercise_id in list(waiting):
+            begin(exercise_id)
+        while under_way:
+            this_round, under_way = under_way, []
+            for number, (exercise, result, later, steps, request) in enumerate(this_round):
+                then = [asked for *_, asked in this_round[number + 1:]] if self.lookahead else []
+                advance(exercise, result, later, steps,
+                        self._ask(exercise, request, later.budget, then=then))
 
     def _finish(self, report: GradeReport, started: float) -> None:
         self.workers.close()  # the last worker's output is complete only once it is dead
@@ -370,15 +414,16 @@ class Grader:
             def said(finding: fuzzing.Finding) -> str:
                 return _with_hint(finding.describe(), exercise, "random_programs")
 
-            shrunk = None
+            shrunk, spare = None, _Budget(budget.seconds)
             if result.resume is not None:  # feedback later: the finding is shrunk then
-                resume, spare = result.resume, _Budget(budget.seconds)
+                resume = result.resume
 
                 def shrunk() -> tuple[str, dict[str, Any]]:
                     final = resume(lambda request: self._ask(exercise, request, spare)).found
                     return said(final or found), {}
 
-            return Outcome("failed", said(found), notes, found.blocked_by, shrunk)
+            return Outcome("failed", said(found), notes, found.blocked_by,
+                           shrunk and Later(spare, give=shrunk))
         if result.stopped:
             return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
                                      f"{check.count} random programs", notes)
@@ -490,24 +535,23 @@ class Grader:
         if grading.float32 or not feedback_shown:  # no operation is at fault, or none is named
             return Outcome("failed", _with_hint(grading.message, exercise, self._check),
                            grading.author_notes, grading.blocked_by)
-        spare = _Budget(budget.seconds)
+        spare = _Budget(budget.seconds)  # its own: feedback never costs a later check its time
+        key = self.key
 
-        def feedback() -> tuple[str, dict[str, Any]]:
-            message, detail = localise.diagnose(
-                grading, program, points, exercise.grad_names,
-                # feedback has a budget of its own: it never costs a later check its time
-                lambda request: self._ask(exercise, request, spare),
-                exercise.tolerance.pair().analytic,
+        def feedback() -> localise.Steps[tuple[str, dict[str, Any]]]:
+            message, detail = yield from localise.diagnose(
+                grading, program, points, exercise.grad_names, exercise.tolerance.pair().analytic,
                 # torch's walk from the key, which a keyed grading never walks itself
-                None if self.key is None else lambda index: self.key.walk(exercise, check,
-                                                                         points, index),
+                None if key is None else lambda index: key.walk(exercise, check, points, index),
                 self._located.setdefault(exercise.id, {}))
             return _with_hint(message, exercise, check), detail
 
         if self._feedback_later:
             return Outcome("failed", _with_hint(grading.message, exercise, check),
-                           grading.author_notes, grading.blocked_by, feedback)
-        message, self._detail = feedback()
+                           grading.author_notes, grading.blocked_by,
+                           Later(spare, steps=feedback))
+        message, self._detail = localise.run(
+            feedback(), lambda request: self._ask(exercise, request, spare))
         return Outcome("failed", message, grading.author_notes, grading.blocked_by)
 
     def _second_order_results(self, exercise: Exercise, points: list[dict[str, Any]],
@@ -788,8 +832,24 @@ class Outcome(NamedTuple):
     message: str
     notes: list[str]
     blocked_by: str = ""
-    #: the feedback left for `Grader.give_feedback`: the message and detail it gives
-    later: Callable[[], tuple[str, dict[str, Any]]] | None = None
+    #: the feedback left for `Grader.give_feedback`
+    later: Later | None = None
+
+
+class Later(NamedTuple):
+    """Feedback left for `Grader.give_feedback`, within its own `budget`: its message and
+    detail, worked out by `steps`, a walk that yields the requests it asks (answered in rounds
+    with the other walks': `Grader._in_rounds`), or by `give`, which asks them itself."""
+
+    budget: _Budget
+    steps: Callable[[], localise.Steps[tuple[str, dict[str, Any]]]] | None = None
+    give: Callable[[], tuple[str, dict[str, Any]]] | None = None
+
+
+def _fault(result: CheckResult) -> None:
+    """A fault of gradcheck's while it worked out the feedback of `result`, which keeps its
+    plain comparison: the traceback is for the author."""
+    result.author_notes = [*result.author_notes, traceback.format_exc()]
 
 
 def higher_order_needs(exercise: Exercise, check: str) -> set[str]:

@@ -15,8 +15,9 @@ numbers are compared with torch's chain-rule walk (:mod:`gradcheck.grading.chain
 A submission whose retain_grad() does not work leaves the gradients inside the graph unknown;
 then every operation backward reaches is run on its own, nearest the output first. When nothing
 can be concluded, there is no finding and the check keeps its plain comparison. The submission
-is only ever asked through `ask` (the sandboxed worker); nothing it returns is trusted beyond the
-JSON shapes the probe checks.
+is only ever asked through the requests the walk yields (`Steps`: the grader asks them of the
+sandboxed worker, and sends the replies back, one walk at a time, `run`, or many walks in rounds,
+`Grader.give_feedback`); nothing it returns is trusted beyond the JSON shapes the probe checks.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Generator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -38,6 +39,10 @@ from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
 from gradcheck.program.session import WARNINGS, parse_expect
 
 Ask = Callable[[dict[str, Any]], Any]  # a request -> the reply, or a sandbox Failure
+T = TypeVar("T")
+#: a walk on the submission: it yields each request it asks, is sent the reply (or a sandbox
+#: Failure), and returns what it found
+Steps = Generator[dict[str, Any], Any, T]
 Truth = Callable[[int], "Walk | None"]  # a point's index -> torch's walk there, if known
 #: operations run on their own in one request (the suspects, or, when the submission's trace has
 #: no gradients inside the graph, those nearest the output).
@@ -67,13 +72,23 @@ def feedback(grading: Grading, program: Program, points: Sequence[Mapping[str, A
     """A failed gradients check's message: the finding at the first failing point (when there is
     one), then the plain comparison. `truth(i)` gives torch's walk at point i, or None where it
     has none, and then the point is not walked (default: walked here, with torch)."""
-    return diagnose(grading, program, points, requires_grad, ask, tolerance, truth)[0]
+    return run(diagnose(grading, program, points, requires_grad, tolerance, truth), ask)[0]
+
+
+def run(steps: Steps[T], ask: Ask) -> T:
+    """What a walk finds, each request it yields asked with `ask` in turn."""
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(ask(request))
+    except StopIteration as done:
+        return done.value
 
 
 def diagnose(grading: Grading, program: Program, points: Sequence[Mapping[str, Any]],
-             requires_grad: Sequence[str], ask: Ask, tolerance: Tolerance,
+             requires_grad: Sequence[str], tolerance: Tolerance,
              truth: Truth | None = None, located: dict[str, Finding] | None = None
-             ) -> tuple[str, dict[str, Any]]:
+             ) -> Steps[tuple[str, dict[str, Any]]]:
     """`feedback`'s message, and what a report draws the walk from, as plain data
     (`CheckResult.detail`): the first failing point, and there the engine's trace records and
     the node (and operand) at fault, when they were found. `located`: the findings at the
@@ -90,8 +105,8 @@ def diagnose(grading: Grading, program: Program, points: Sequence[Mapping[str, A
     if finding is None:
         known = truth(failed[0]) if truth is not None else None
         # given a `truth` that does not hold this point (an answer key's), nothing is walked
-        finding = None if truth is not None and known is None else locate(
-            program, point, requires_grad, ask, tolerance, known)
+        finding = None if truth is not None and known is None else (yield from locate(
+            program, point, requires_grad, tolerance, known))
         # only a finding is kept: no finding may be this check's alone (its key holds no walk
         # at the point, its time ran out), and another check walks again
         if located is not None and finding is not None:
@@ -103,21 +118,22 @@ def diagnose(grading: Grading, program: Program, points: Sequence[Mapping[str, A
     return f"{finding.message}\n{grading.message}", detail
 
 
-def locate(program: Program, point: Mapping[str, Any], requires_grad: Sequence[str], ask: Ask,
-           tolerance: Tolerance, truth: Walk | None = None) -> Finding | None:
+def locate(program: Program, point: Mapping[str, Any], requires_grad: Sequence[str],
+           tolerance: Tolerance, truth: Walk | None = None) -> Steps[Finding | None]:
     """The first place where the submission departs from torch's walk at `point` (`truth`, or
     walked here), or None; the finding holds the submission's trace records it came from."""
     try:
         truth = truth or walk(program, point, requires_grad)
     except WalkError:
         return None
-    reply = ask(trace_request(program, point, requires_grad))
+    reply = yield trace_request(program, point, requires_grad)
     if not isinstance(reply, dict) or not reply.get("nodes"):
         return None
     found = {record["id"]: record for record in reply["nodes"]}
     if set(found) != set(truth.ids):
         return None
-    finding = _forward(truth, found, tolerance) or _backward(truth, found, ask, tolerance)
+    finding = (_forward(truth, found, tolerance)
+               or (yield from _backward(truth, found, tolerance)))
     return dataclasses.replace(finding, found=found, cause=_cause(truth, finding)) if finding else None
 
 
@@ -181,9 +197,9 @@ def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | Non
 # --- backward -----------------------------------------------------------------------------------
 
 
-def _backward(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Finding | None:
+def _backward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Steps[Finding | None]:
     if not _is_numbers(found[w.output]["grad"]):  # no working retain_grad(): nothing inside
-        return _alone(w, found, ask, tol)
+        return (yield from _alone(w, found, tol))
     for i in w.backward_order():
         got = found[i]["grad"]
         if same_numbers(got, w.grads[i], tol):
@@ -192,16 +208,16 @@ def _backward(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Fi
             shown, want = _pair(got, w.grads[i])
             return Finding("seed", i, f"{_at(w)}backward() should start from gradient {want} at "
                                       f"the output {w.label(i)}; its .grad is {shown}.")
-        return _blame(w, i, got, ask, tol)
+        return (yield from _blame(w, i, got, tol))
     return None
 
 
-def _blame(w: Walk, i: int, got: Any, ask: Ask, tol: Tolerance) -> Finding | None:
+def _blame(w: Walk, i: int, got: Any, tol: Tolerance) -> Steps[Finding | None]:
     """Node i got a wrong gradient from consumers whose own gradients are right."""
     edges = w.consumers(i)
     if not edges:
         return None
-    alone = passed_alone(w, sorted({c for c, _ in edges}, reverse=True)[:MAX_ALONE], ask)
+    alone = yield from passed_alone(w, sorted({c for c, _ in edges}, reverse=True)[:MAX_ALONE])
     for c, e in edges:
         key = (c, e.slot)
         if key in alone and not same_numbers(alone[key], e.passed, tol):
@@ -220,15 +236,15 @@ def _blame(w: Walk, i: int, got: Any, ask: Ask, tol: Tolerance) -> Finding | Non
             "reverse topological order (every consumer of a node before the node), each once."]),
             e.arg)
     if all((c, e.slot) in alone for c, e in edges):
-        return _not_added(w, i, got, edges, ask, tol)
+        return (yield from _not_added(w, i, got, edges, tol))
     return None
 
 
-def _alone(w: Walk, found: Mapping[int, Any], ask: Ask, tol: Tolerance) -> Finding | None:
+def _alone(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Steps[Finding | None]:
     """Without gradients inside the graph: run each operation alone, nearest the output first."""
     operations = [c for c in w.backward_order() if w.edges(c)]
     candidates = operations[:MAX_ALONE]
-    alone = passed_alone(w, candidates, ask)
+    alone = yield from passed_alone(w, candidates)
     for c in candidates:
         for e in w.edges(c):
             if (c, e.slot) in alone and not same_numbers(alone[(c, e.slot)], e.passed, tol):
@@ -282,26 +298,26 @@ def _wrong_edge(w: Walk, c: int, e: Edge, passed: Any, kind: str) -> Finding:
 _TWO_USES = ("a = x * 1.5\nz = a * 2 + a * 3", 7.5)
 
 
-def _adds_up(ask: Ask) -> bool:
+def _adds_up() -> Steps[bool]:
     """Whether the submission adds up the gradients of a value used twice when both of its
     consumers run before it (`_TWO_USES`)."""
     source, right = _TWO_USES
-    reply = ask({"kind": "gradients", "program": parse(source, {"x": None}).spec(),
-                 "points": [{"x": 1.0}], "requires_grad": ["x"]})
+    reply = yield {"kind": "gradients", "program": parse(source, {"x": None}).spec(),
+                   "points": [{"x": 1.0}], "requires_grad": ["x"]}
     if not isinstance(reply, dict) or reply["results"][0]["error"]:
         return False
     return reply["results"][0]["grads"]["x"] == right
 
 
-def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]], ask: Ask,
-               tol: Tolerance) -> Finding:
+def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]],
+               tol: Tolerance) -> Steps[Finding]:
     label = w.label(i)
     shown, want = _pair(got, w.grads[i])
     parts = [f"`{w.node(c).text}` ({w.grad_fn(c)}) passes {number_text(e.passed)}"
              for c, e in edges]
     only = [c for c, e in edges if same_numbers(got, e.passed, tol)]
     tail = f"; {shown} is only what `{w.node(only[0]).text}` passed" if only else ""
-    if _adds_up(ask):
+    if (yield from _adds_up()):
         return Finding("order", i, "\n".join([
             f"{_at(w)}backward() used the gradient of {label} before all of it had arrived: "
             f"{label} should get the sum of what its {len(edges)} consumers pass, {want}, but "
@@ -323,7 +339,7 @@ def _not_added(w: Walk, i: int, got: Any, edges: list[tuple[int, Edge]], ask: As
 # --- running operations alone on the submission -------------------------------------------------
 
 
-def passed_alone(w: Walk, nodes: Sequence[int], ask: Ask) -> dict[tuple[int, int], Any]:
+def passed_alone(w: Walk, nodes: Sequence[int]) -> Steps[dict[tuple[int, int], Any]]:
     """(node, slot) -> what the submission passes along that edge when the operation runs alone
     on fresh leaves holding the operand values (torch's, which the submission's own agree with
     by now: a forward finding comes first), given the node's right gradient; edges the
@@ -333,8 +349,7 @@ def passed_alone(w: Walk, nodes: Sequence[int], ask: Ask) -> dict[tuple[int, int
     nodes = [c for c in nodes if w.edges(c)]
     if not nodes:
         return {}
-    request = alone_request(w, nodes)
-    reply = ask(request)
+    reply = yield alone_request(w, nodes)
     if not isinstance(reply, dict) or reply.get("error"):
         return {}
     passed: dict[tuple[int, int], Any] = {}

@@ -39,7 +39,7 @@ class Workers:
         self._options = {"zygote": self._zygote, **options}
         self._worker: Worker | None = None
         self._shown = True
-        self._exercise = ""  # the id of the exercise the worker graded last
+        self._exercises: set[str] = set()  # the ids of those the worker was asked about
         #: Worker.deadline of every worker: the submission's time, shared by both sides
         self.deadline: float | None = None
         #: per side (shown: True), each closed worker's import failure and output
@@ -54,9 +54,10 @@ class Workers:
         if self._worker is None:
             self._worker, self._shown = Worker(self._submission, **self._options), shown
             self._worker.deadline = self.deadline
-        elif exercise.id != self._exercise:
+            self._exercises = set()
+        elif exercise.id not in self._exercises:  # moving on to it: see Worker.move_on
             self._worker.move_on()
-        self._exercise = exercise.id
+        self._exercises.add(exercise.id)
         return self._worker
 
     def close(self) -> None:
