@@ -17,6 +17,7 @@ from grading_samples import CUBE, PRODUCT, write_fd_bank
 from processes import gradcheck_command
 
 from gradcheck.bank.loader import load_bank
+from gradcheck.grading import localise
 from gradcheck.grading.grader import Grader
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.bank.selection import Selection
@@ -86,6 +87,42 @@ def test_feedback_worked_out_after_the_scores_is_the_feedback_given_at_once(tmp_
     assert "the backward of `x * y` (MulBackward0)" in failed.message
     assert [(r.message, r.detail) for r in later.results] == [
         (r.message, r.detail) for r in at_once.results]
+
+
+@pytest.mark.parametrize("fault", ["raises", "malformed request"])
+def test_a_fault_of_gradcheck_in_one_walk_costs_only_that_feedback(tmp_path, monkeypatch, fault):
+    """The walks go in rounds (`Grader._in_rounds`): the first, which meets a fault of
+    gradcheck's, in the walk or in the request it asks, leaves its check the plain comparison
+    and the traceback for the author; the next walk gives what it gives in one go."""
+    folder = write_fd_bank(tmp_path / "bank")
+    (folder / "sum.exercise.yaml").write_text(  # a second product to walk
+        (folder / "product.exercise.yaml").read_text().replace("id: product", "id: sum")
+        .replace("f = x * y", "f = x * y + y"))
+    bank = load_bank(folder)
+    engine = tmp_path / "engine.py"
+    engine.write_text(mutant.source("mul"))
+    with Grader(engine, seed=3, oracles=["fd"]) as grader:
+        at_once = grader.grade_bank(bank)
+    alone_request, faults = localise.alone_request, []
+
+    def faulty(w, nodes):
+        if faults:
+            return alone_request(w, nodes)
+        faults.append(fault)
+        if fault == "raises":
+            raise RuntimeError("a fault of gradcheck's")
+        return {"kind": "behaviour"}  # refused by the sandbox: RequestError
+
+    monkeypatch.setattr(localise, "alone_request", faulty)
+    with Grader(engine, seed=3, oracles=["fd"]) as grader:
+        later = grader.grade_bank(bank, feedback_later=True)
+        grader.give_feedback(later)
+    noted = [r for r in later.results if r.author_notes and "Traceback" in r.author_notes[-1]]
+    assert len(noted) == 1 and "the backward of" not in noted[0].message
+    walked = [(r.message, r.detail) for r in later.results if r is not noted[0]]
+    assert sum("the backward of" in message for message, _ in walked) >= 1
+    assert walked == [(r.message, r.detail) for r in at_once.results
+                      if (r.exercise_id, r.check) != (noted[0].exercise_id, noted[0].check)]
 
 
 def test_the_interpreters_started_ahead_parse_no_hidden_exercise(tmp_path):

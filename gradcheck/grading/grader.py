@@ -340,11 +340,12 @@ class Grader:
         under_way: list[tuple[Exercise, CheckResult, Later, localise.Steps, dict[str, Any]]] = []
 
         def advance(exercise: Exercise, result: CheckResult, later: Later,
-                    steps: localise.Steps, reply: Any) -> None:
-            """The walk's next request joins the next round; a walk that is done is written
-            into its result, and the next walk of its exercise begins."""
+                    steps: localise.Steps, reply: Callable[[], Any]) -> None:
+            """The walk is sent `reply()` and its next request joins the next round; a walk
+            that is done, or met a fault of gradcheck's, is written into its result, and the
+            next walk of its exercise begins."""
             try:
-                under_way.append((exercise, result, later, steps, steps.send(reply)))
+                under_way.append((exercise, result, later, steps, steps.send(reply())))
                 return
             except StopIteration as done:
                 result.message, result.detail = done.value
@@ -356,7 +357,7 @@ class Grader:
             if waiting[exercise_id]:
                 exercise, result, later = waiting[exercise_id].pop(0)
                 assert later.steps is not None
-                advance(exercise, result, later, later.steps(), None)
+                advance(exercise, result, later, later.steps(), lambda: None)
 
         for exercise_id in list(waiting):
             begin(exercise_id)
@@ -364,8 +365,8 @@ class Grader:
             this_round, under_way = under_way, []
             for number, (exercise, result, later, steps, request) in enumerate(this_round):
                 then = [asked for *_, asked in this_round[number + 1:]] if self.lookahead else []
-                advance(exercise, result, later, steps,
-                        self._ask(exercise, request, later.budget, then=then))
+                advance(exercise, result, later, steps, lambda: self._ask(
+                    exercise, request, later.budget, then=then))
 
     def _finish(self, report: GradeReport, started: float) -> None:
         self.workers.close()  # the last worker's output is complete only once it is dead
