@@ -415,16 +415,16 @@ class Grader:
             def said(finding: fuzzing.Finding) -> str:
                 return _with_hint(finding.describe(), exercise, "random_programs")
 
-            shrunk, spare = None, _Budget(budget.seconds)
+            later = None
             if result.resume is not None:  # feedback later: the finding is shrunk then
-                resume = result.resume
+                resume, spare = result.resume, _Budget(budget.seconds)
 
                 def shrunk() -> tuple[str, dict[str, Any]]:
                     final = resume(lambda request: self._ask(exercise, request, spare)).found
                     return said(final or found), {}
 
-            return Outcome("failed", said(found), notes, found.blocked_by,
-                           shrunk and Later(spare, give=shrunk))
+                later = Later(spare, give=shrunk)
+            return Outcome("failed", said(found), notes, found.blocked_by, later)
         if result.stopped:
             return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
                                      f"{check.count} random programs", notes)
