@@ -309,6 +309,11 @@ class Grader:
         self._finish(report, started)
         return report
 
+    @property
+    def feedback_pending(self) -> int:
+        """How many failed checks `give_feedback` has feedback to work out for."""
+        return len(self._later)
+
     def give_feedback(self, report: GradeReport) -> None:
         """The feedback `grade_bank(..., feedback_later=True)` left out, written into its
         results: asked of new workers, the visible exercises' first, each side's apart as in

@@ -36,6 +36,13 @@ class Progress:
         self._say(f"[{self.count}/{self.total}] {module + ': ' if module else ''}{exercise_id}"
                   f" graded, {spent:.1f} s")
 
+    def feedback(self, checks: int) -> None:
+        """Every score is known; the feedback of `checks` failed checks is worked out next."""
+        if checks:
+            spent = time.monotonic() - self.started
+            self._say(f"every score known, {spent:.1f} s: working out the feedback of {checks} "
+                      f"failed check{'s' * (checks != 1)}")
+
     def close(self) -> None:
         """Clear the line on a terminal, so the report starts on a clean one."""
         if self.live:
