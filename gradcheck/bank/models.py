@@ -591,16 +591,20 @@ class Exercise(_Model):
     @property
     def digest(self) -> str:
         """sha256 of the file's bytes (of the canonical YAML for an exercise built in code)."""
-        if not self._digest:
-            self._digest = hashlib.sha256(dump_exercise(self).encode()).hexdigest()
-        return self._digest
+        private = self.__pydantic_private__  # (`program`)
+        if not private["_digest"]:
+            private["_digest"] = hashlib.sha256(dump_exercise(self).encode()).hexdigest()
+        return private["_digest"]
 
     @property
     def program(self) -> Program:
         """The parsed program."""
-        if self._program is None:
-            self._program = parse_program(self)
-        return self._program
+        # read from the dict itself: through `self._program` every read would be a call of
+        # pydantic's __getattr__, and the grader reads this a few thousand times a grading
+        private = self.__pydantic_private__
+        if private["_program"] is None:
+            private["_program"] = parse_program(self)
+        return private["_program"]
 
     @property
     def sizes(self) -> dict[str, int | None]:
@@ -648,7 +652,8 @@ class Exercise(_Model):
 
     def line_of(self, field_path: str | tuple[str | int, ...]) -> int:
         """The line of a field (or of its nearest written parent); 0 if not loaded from a file."""
-        return self._source.line_of(field_path) if self._source else 0
+        source = self.__pydantic_private__["_source"]  # (`program`)
+        return source.line_of(field_path) if source else 0
 
     def problem(self, field_path: str | tuple[str | int, ...], message: str) -> Problem:
         """A problem located at a field of this exercise."""
