@@ -9,8 +9,8 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from another_user import PYTHON, UID, as_another_user, open_folder  # noqa: F401
-from grading_samples import BROKEN, FLOAT32, read_results, write_bank
+from another_user import ENGINES, PYTHON, UID, as_another_user, open_folder  # noqa: F401
+from grading_samples import BROKEN, FLOAT32, read_results, write_bank, write_fd_bank
 from processes import gradcheck_command
 
 from gradcheck.bank.bundled import bank_dir, starter_path
@@ -253,6 +253,27 @@ def test_gradcheck_grade_is_the_library_call_grading_md_shows():
     report = gradcheck.grade("reference", one)
     assert {r.exercise_id for r in report.results} == {"chain-rule-z"}
     assert report.score == report.max_score > 0
+
+
+def test_the_library_call_gives_every_score_then_the_feedback(tmp_path):
+    """`gradcheck.grade(progress=...)`: each exercise's results come to `progress` as they are
+    scored, the plain comparison; the walk's finding is in them by the time the call returns."""
+    import gradcheck
+
+    bank = write_fd_bank(tmp_path / "bank")
+    seen = {}
+
+    def progress(exercise_id, results):
+        seen[exercise_id] = [(r.check, r.status, r.score, r.message) for r in results]
+
+    report = gradcheck.grade(ENGINES / "wrong_mul.py", bank, seed=1, oracles=["fd"],
+                             progress=progress)
+    product = next(r for r in report.results if r.exercise_id == "product")
+    scored = dict((check, rest) for check, *rest in seen["product"])["gradients"]
+    assert scored[:2] == ["failed", 0.0] and (product.status, product.score) == ("failed", 0.0)
+    finding = "the backward of `x * y` (MulBackward0) passed -0.5 to y; it should pass 1.5"
+    assert finding not in scored[2] and "expected 1.5" in scored[2]
+    assert finding in product.message
 
 
 def test_the_starters_report_fits_in_60_lines_with_its_root_cause_said_once(capsys):

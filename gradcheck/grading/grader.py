@@ -949,7 +949,9 @@ def _load_key(path: str | Path) -> Any:
 def grade(submission: str | Path, exercises: str | Path | Iterable[str | Path] | None = None,
           *, strict: bool = False, progress: Progress | None = None, **options: Any
           ) -> GradeReport:
-    """Grade `submission` on a bank (default: the bundled one)."""
+    """Grade `submission` on a bank (default: the bundled one), every score first and then the
+    feedback of the failed checks, as `gradcheck grade` does: `progress` gets each exercise's
+    results as they are scored, and their messages gain their feedback after the last one."""
     prestart(options.get("key"), options.get("oracles"))
     try:
         try:
@@ -958,6 +960,8 @@ def grade(submission: str | Path, exercises: str | Path | Iterable[str | Path] |
         except OSError as exc:
             raise GraderError(f"cannot read the exercises: {exc}") from exc
         with Grader(submission, **options) as grader:
-            return grader.grade_bank(bank, progress)
+            report = grader.grade_bank(bank, progress, feedback_later=True)
+            grader.give_feedback(report)
+            return report
     finally:  # a helper no grading took (a bad bank or submission) must not outlive the call
         helper_process.discard()
