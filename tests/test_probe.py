@@ -224,8 +224,10 @@ def test_trace_gives_every_nodes_value_and_grad_as_torch_does():
         node.retain_grad()
     nodes[3].backward()
     assert reply["error"] is None
-    assert [n["text"] for n in reply["nodes"]] == ["x", "x ** 2", "2 * y", "2 * y + 1"]
-    assert [n["name"] for n in reply["nodes"]] == ["x", "y", "", "z"]
+    program = parse(request["program"]["source"], {"x": None})
+    assert [program.nodes[n["id"]].text for n in reply["nodes"]] == ["x", "x ** 2", "2 * y",
+                                                                    "2 * y + 1"]
+    assert all(set(n) == {"id", "value", "grad"} for n in reply["nodes"])
     assert [n["value"] for n in reply["nodes"]] == [n.item() for n in nodes]
     assert [n["grad"] for n in reply["nodes"]] == [n.grad.item() for n in nodes]
 
@@ -234,7 +236,9 @@ def test_trace_records_torchs_refusal_to_retain_a_grad_that_needs_none():
     request = {"kind": "trace", "program": spec("y = c * 2\nz = y * x", x=None, c=None),
                "point": {"x": 3.0, "c": 1.0}, "requires_grad": ["x"]}
     y = t(1.0, requires_grad=False) * 2
-    nodes = {n["name"]: n for n in handler.handle(torch_engine, request)["nodes"]}
+    program = parse(request["program"]["source"], {"x": None, "c": None})
+    nodes = {program.nodes[n["id"]].name: n
+             for n in handler.handle(torch_engine, request)["nodes"]}
     error = nodes["y"]["grad"]["error"]
     assert (error["type"], error["message"]) == raised(y.retain_grad)
     assert nodes["x"]["grad"] == 2.0

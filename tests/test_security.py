@@ -1078,8 +1078,8 @@ def test_localisation_sends_the_worker_no_gradient_of_torchs():
         reply = handler.handle(torch_engine, request)
         if request["kind"] == "trace":  # no retain_grad, and wrong gradients of the inputs
             for node in reply["nodes"]:
-                node["grad"] = ([2 * g for g in node["grad"]] if node["op"] == "input"
-                                else None)
+                node["grad"] = ([2 * g for g in node["grad"]]
+                                if program.nodes[node["id"]].op == "input" else None)
         return reply
 
     finding = localise.run(localise.locate(program, point, ["v", "w"], Tolerance(1e-9, 1e-9),

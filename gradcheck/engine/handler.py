@@ -269,13 +269,15 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     except Exception as exc:
         error = run.error(exc)
     run.enter("read")
+    # Only what the engine computed: the grader has the program (its names, operations and
+    # text), and a deep chain's trace has thousands of nodes, each read and sent here.
     nodes = []
     for i in shown:
         node = program.nodes[i]
         label = node.name or node.text or f"node {i}"
         if i not in grads:
             grads[i] = run.attempt(lambda i=i, label=label: run.read("grad", values[i], label, i))
-        nodes.append({"id": i, "name": node.name, "op": node.op, "text": node.text,
+        nodes.append({"id": i,
                       "value": run.attempt(lambda i=i, label=label: run.read("value", values[i],
                                                                              label, i)),
                       "grad": grads[i]})
