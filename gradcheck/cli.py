@@ -23,14 +23,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gradcheck import __version__, oracles, watch
+from gradcheck import __version__, watch
 from gradcheck.bank import selection
 from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
 from gradcheck.bank.loader import Bank
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, slots, validate
 from gradcheck.engine import cgroup
-from gradcheck.grading import answer_key
+from gradcheck.grading import answer_key, fuzzing
 from gradcheck.grading.grader import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TOTAL_TIMEOUT,
@@ -199,10 +199,10 @@ def _serve(args: argparse.Namespace, bank: Bank) -> int:
             return _cannot_run(args, problem)
         return grade_and_report(args, bank, args.seed, key)[0]
 
-    # imported here once, not in every fork: finite differences, which random programs run
-    # live, and numpy's generators, which draw the points; and the key's answers decoded, with
-    # the oracles' agreement on them
-    oracles.backend("fd")
+    # imported here once, not in every fork: what random programs run live and what a failed
+    # one's shrinking needs, and numpy's generators, which draw the points; and the key's
+    # answers decoded, with the oracles' agreement on them
+    fuzzing.load_shrinking()
     importlib.import_module("numpy.random")
     if key is not None:
         key.prepare(bank, args.oracles)

@@ -34,7 +34,7 @@ from gradcheck.bank.models import SUFFIX
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.bank.selection import Selection, SelectionError
 from gradcheck.engine import sandbox
-from gradcheck.grading import answer_key
+from gradcheck.grading import answer_key, fuzzing
 from gradcheck.grading.grader import resolve_submission
 from gradcheck.grading.results import GradeReport
 from gradcheck.grading.workers import details_shown
@@ -58,8 +58,11 @@ Grade = Callable[[Bank, "int | None", "answer_key.Key | None",
 
 
 def warm_up(key: object, oracles: Sequence[str] | None) -> None:
-    """Import torch and jax now, once, for every grading to come: those installed that the
-    gradings use (none with an answer key; jax only if its oracle is used)."""
+    """Import now, once, for every grading to come: what the feedback of a failed random
+    program needs (`fuzzing.load_shrinking`; the first failing save would wait for it), and
+    torch and jax, those installed that the gradings use (none with an answer key; jax only if
+    its oracle is used)."""
+    fuzzing.load_shrinking()
     if key is not None:
         return
     for name in ("torch", "jax"):

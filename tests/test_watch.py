@@ -3,6 +3,7 @@ edited, what changed and then the new report read from its output; bounded in ti
 
 import argparse
 import gc
+import json
 import queue
 import signal
 import subprocess
@@ -67,6 +68,49 @@ def test_what_is_loaded_before_the_saves_is_out_of_the_collectors_reach():
     finally:
         gc.unfreeze()
     assert any(o is loaded for o in gc.get_objects())
+
+
+FEEDBACK_IMPORTS = """
+import json, sys
+from gradcheck import watch
+from gradcheck.bank.loader import load_bank
+from gradcheck.grading import answer_key
+from gradcheck.grading.grader import Grader
+key = sys.argv[1]
+if sys.argv[4] == "warm":
+    watch.warm_up(key, None)
+bank = load_bank(sys.argv[2])
+with Grader(sys.argv[3], key=answer_key.load(key), seed=3) as grader:
+    report = grader.grade_bank(bank, feedback_later=True)
+    loaded = set(sys.modules)
+    grader.give_feedback(report)
+print(json.dumps({"imported": sorted(set(sys.modules) - loaded),
+                  "shrunk": [r.message for r in report.results if r.check == "random_programs"]}))
+"""
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_the_watch_loads_what_a_failing_saves_feedback_needs_before_the_first_save(
+        tmp_path, warm):
+    """`watch.warm_up`: the feedback of a failed random-programs check (its shrinking) imports
+    nothing; without it, the first failing save imported hypothesis's strategies then (0.2 s,
+    and a full collection of what they made: BENCHMARKS.md)."""
+    from gradcheck.bank.bundled import bank_dir
+    from gradcheck.grading import answer_key
+
+    exercise = bank_dir() / "02-backward" / "mixed-arithmetic.exercise.yaml"
+    answer_key.build(load_bank(exercise), 3, tmp_path / "key.json")
+    engine = Path(__file__).parent / "engines" / "wrong_mul.py"
+    run = subprocess.run([sys.executable, "-c", FEEDBACK_IMPORTS, str(tmp_path / "key.json"),
+                          str(exercise), str(engine), "warm" if warm else "cold"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert "smallest" in seen["shrunk"][0]  # the finding was shrunk, in the feedback
+    if warm:
+        assert seen["imported"] == []
+    else:
+        assert "hypothesis" in seen["imported"]
 
 
 def test_feedback_worked_out_after_the_scores_is_the_feedback_given_at_once(tmp_path):

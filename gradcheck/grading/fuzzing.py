@@ -33,6 +33,7 @@ the engine's replies to them.
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import time
 from dataclasses import dataclass, field
@@ -150,6 +151,15 @@ def available(wanted: Sequence[str] = LIVE) -> tuple[str, ...]:
     if "torch" in wanted and "torch" not in ready and "reference" not in ready:
         ready.append("reference")
     return tuple(ready)
+
+
+def load_shrinking() -> None:
+    """Import now what drawing or shrinking a random program needs (hypothesis's strategies,
+    about 0.2 s, and finite differences, which judge each smaller case): a process that grades
+    one submission after another (the watch, a job slot's server) pays it once, before its
+    first grading, not in the first one that fails."""
+    importlib.import_module("gradcheck.bank.random_programs")
+    oracle_modules.backend("fd")
 
 
 def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | None = None,
