@@ -239,7 +239,7 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
                 if results_file is not None:
                     results_file.update(so_far)
                 # Every score first, then the feedback of the failed checks: the grading then
-                # knows all its requests ahead and sends them by the hundred (a fifth less of
+                # knows all its requests ahead and sends them by the hundred (a sixth less of
                 # the grader's CPU, BENCHMARKS.md), and a --total-timeout that runs out during
                 # the feedback costs no score.
                 report = grader.grade_bank(bank, progress, feedback_later=True)
