@@ -228,6 +228,10 @@ def test_with_a_key_a_submission_is_graded_in_the_live_order(tmp_path):
 def test_a_key_from_another_version_or_for_another_seed_is_refused(key, tmp_path):
     with pytest.raises(GraderError, match=f"built with seed {SEED}; grade with --seed {SEED}"):
         Grader("reference", seed=SEED + 1, key=key)
+    with pytest.raises(GraderError) as loaded:  # a key loaded already is named by its file
+        Grader("reference", seed=SEED + 1, key=answer_key.load(key))
+    assert str(loaded.value).startswith(f"the answer key {key} was built with seed {SEED};")
+    assert len(str(loaded.value)) < 200 + len(str(key))
     data = json.loads(key.read_text())
     data["gradcheck"] = "0.0.1"
     other = tmp_path / "other.json"

@@ -106,7 +106,8 @@ class Grader:
         #: the answer key: torch's and jax's results come from it, for the exercises it holds.
         self.key = key if isinstance(key, answer_key.Key) else _load_key(key) if key else None
         if self.key is not None and seed is not None and int(seed) != self.key.seed:
-            raise GraderError(f"the answer key {key} was built with seed {self.key.seed}; grade "
+            named = self.key.path or "given"  # a loaded Key's text would be all its answers
+            raise GraderError(f"the answer key {named} was built with seed {self.key.seed}; grade "
                               f"with --seed {self.key.seed} (or no --seed), or build a key with "
                               f"seed {seed}")
         if self.key is not None:
