@@ -87,6 +87,8 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
                    if oracles & {"torch", "jax"} else None)
         except answer_key.KeyFileError:  # the first grading said why
             return 2
+        if key is not None:  # its answers decoded now, not in the first save's grading
+            key.prepare(bank, args.oracles)
         settle()
         while True:
             _prestart(args, bank)

@@ -70,6 +70,36 @@ def test_what_is_loaded_before_the_saves_is_out_of_the_collectors_reach():
     assert any(o is loaded for o in gc.get_objects())
 
 
+def test_the_watch_decodes_its_keys_answers_before_the_first_save(tmp_path, monkeypatch):
+    """The first save's grading finds the key's answers decoded and the oracles' agreement on
+    them worked out (`Key.prepare`), as every later save does: that work (0.1 s on the bundled
+    bank) is done while the watch waits, not after the first save."""
+    from grading_samples import keyed_bank
+
+    from gradcheck import watch
+    from gradcheck.grading import answer_key
+
+    bank, key = keyed_bank(tmp_path)
+    seen = []
+
+    def grade(bank, seed, key, scored):
+        if not isinstance(key, answer_key.Key):  # the first grading, given --key's path
+            return GradeReport("reference", 5)
+        seen.append((len(key._decoded), len(key._own)))
+        raise KeyboardInterrupt  # (the watch's own way out)
+
+    monkeypatch.setattr(watch, "settle", lambda: None)  # the test's collector stays its own
+    monkeypatch.setattr(watch, "_prestart", lambda args, bank: None)
+    monkeypatch.setattr(watch, "_wait_for_change", lambda submission, chosen, seen: (seen, set()))
+    args = argparse.Namespace(submission="reference", seed=5, key=str(key), oracles=None,
+                              strict=False)
+    chosen = Selection([bank])
+    with pytest.raises(KeyboardInterrupt):
+        watch.run(args, chosen.load(), chosen, grade, out=open(tmp_path / "out", "w"))
+    decoded, agreements = seen[0]
+    assert decoded > 0 and agreements > 0
+
+
 FEEDBACK_IMPORTS = """
 import json, sys
 from gradcheck import watch
