@@ -3,6 +3,7 @@ edited, what changed and then the new report read from its output; bounded in ti
 
 import argparse
 import gc
+import io
 import json
 import queue
 import signal
@@ -95,7 +96,7 @@ def test_the_watch_decodes_its_keys_answers_before_the_first_save(tmp_path, monk
                               strict=False)
     chosen = Selection([bank])
     with pytest.raises(KeyboardInterrupt):
-        watch.run(args, chosen.load(), chosen, grade, out=open(tmp_path / "out", "w"))
+        watch.run(args, chosen.load(), chosen, grade, out=io.StringIO())
     decoded, agreements = seen[0]
     assert decoded > 0 and agreements > 0
 
