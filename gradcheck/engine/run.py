@@ -13,8 +13,7 @@ import inspect
 from typing import Any, Callable, Mapping
 
 from gradcheck.engine.wire import ProtocolError
-from gradcheck.program.language import (MAX_KNOWN, MAX_VECTOR, Node, Program, engine_apply,
-                                        evaluate)
+from gradcheck.program.language import MAX_KNOWN, MAX_VECTOR, Node, Program
 from gradcheck.program.ops import OPS, Op, method_of
 
 Progress = Callable[[str], None]
@@ -212,41 +211,51 @@ class Run:
 
     def evaluate(self, program: Program, leaves: Mapping[str, Any]) -> list[Any]:
         """The value of every node, each operation recorded as a use of its method."""
-        index = positions(program)
-
-        def apply(op: Op, args: list[Any], node: Node) -> Any:
+        values: list[Any] = []
+        append, value = values.append, values.__getitem__
+        for i, (op, args, extra) in enumerate(engine_steps(program)):
+            if op is None:  # an input (its name) or a constant (its value)
+                append(leaves[args] if type(args) is str else args)
+                continue
+            args = list(map(value, args))
             # as `using`, inline: this runs once per operation of every request
             if op.arity == 2 and _is_number(args[0]):
-                self.use = (_REFLECTED[op.name], index[id(node)], args[1])
+                self.use = (_REFLECTED[op.name], i, args[1])
             else:
-                self.use = (_METHOD[op.name], index[id(node)], args[0])
-            return engine_apply(op, args, node)
-
-        values = evaluate(program, leaves, apply)
+                self.use = (_METHOD[op.name], i, args[0])
+            append(op.engine(*args, *extra))
         self.use = None
         return values
+
+
+def engine_steps(program: Program) -> list[tuple[Op | None, Any, tuple[int, ...]]]:
+    """`program` as `Run.evaluate` runs it, a step per node: (None, the input's name or the
+    constant's value, ()), or (the operation, its arguments' node indices, the select's index
+    or ()). Remembered with the program, as the program itself is (`spec_program`): a looped
+    program has thousands of nodes and every point of every request is evaluated."""
+    kept = _STEPS.get(id(program))
+    if kept is None or kept[0] is not program:
+        if len(_STEPS) >= MAX_KNOWN:
+            del _STEPS[next(iter(_STEPS))]
+        kept = _STEPS[id(program)] = (program, [_step(node) for node in program.nodes])
+    return kept[1]
+
+
+def _step(node: Node) -> tuple[Op | None, Any, tuple[int, ...]]:
+    if node.op == "input":
+        return None, node.name, ()
+    if node.op == "const":
+        return None, float(node.value), ()
+    return OPS[node.op], node.args, (node.index,) if node.op == "select" else ()
+
+
+_STEPS: dict[int, tuple[Program, list[tuple[Op | None, Any, tuple[int, ...]]]]] = {}
 
 
 #: the method each operation calls (`method_of`), and the reflected one a number on its left
 #: calls (`2 ** x` is `x.__rpow__(2)`)
 _METHOD = {name: method_of(op) for name, op in OPS.items()}
 _REFLECTED = {name: method_of(op, True) for name, op in OPS.items()}
-
-
-def positions(program: Program) -> dict[int, int]:
-    """The index of each node of `program`, by the node's id. Remembered with the program
-    (which keeps its nodes' ids from being reused), as the program itself is (`spec_program`):
-    a looped program has thousands of nodes and every point of every request is evaluated."""
-    kept = _POSITIONS.get(id(program))
-    if kept is None or kept[0] is not program:
-        if len(_POSITIONS) >= MAX_KNOWN:
-            del _POSITIONS[next(iter(_POSITIONS))]
-        kept = _POSITIONS[id(program)] = (program, {id(node): i
-                                                    for i, node in enumerate(program.nodes)})
-    return kept[1]
-
-
-_POSITIONS: dict[int, tuple[Program, dict[int, int]]] = {}
 
 
 def input_node(program: Program, name: str) -> int:
