@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -335,18 +336,25 @@ def test_second_derivatives_from_the_key_grade_as_live(bundled_key, engine, tmp_
 
 def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
     """A keyed grading's results, every request the grader asked its workers in order, how many
-    had been sent ahead when asked (`then`), how many sent ahead were not asked after all, and
-    the most sent ahead at once."""
-    requests, unasked, depth = [], [], [0]
-    request, close = Worker.request, Worker.close
+    had been sent ahead when asked (`then`), the requests sent ahead that were not asked after
+    all (as `Worker.unasked` counts them), and the most sent ahead at once."""
+    requests, sent_ahead, unasked, depth = [], [], [], [0]
+    request, close, send_ahead = Worker.request, Worker.close, Worker._send_ahead
 
     def recorded(worker, sent, timeout, then=()):
-        requests.append((json.dumps(sent), worker._sent_ahead(sent) is not None))
+        requests.append((json.dumps(sent, sort_keys=True), worker._sent_ahead(sent) is not None))
         reply = request(worker, sent, timeout, then)
         depth[0] = max(depth[0], len(worker._ahead))
         return reply
 
+    def recorded_ahead(worker, later):
+        before = len(worker._ahead)
+        send_ahead(worker, later)
+        sent_ahead.extend(json.dumps(json.loads(frame[4:]), sort_keys=True)
+                          for frame, _ in list(worker._ahead)[before:])
+
     monkeypatch.setattr(Worker, "request", recorded)
+    monkeypatch.setattr(Worker, "_send_ahead", recorded_ahead)
     monkeypatch.setattr(Worker, "close", lambda worker: close(worker) or unasked.append(worker.unasked))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", answer_key.StaleKeyWarning)
@@ -356,8 +364,10 @@ def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
             grader.give_feedback(report)
     monkeypatch.undo()
     results = [(r.exercise_id, r.check, r.status, r.score, r.message) for r in report.results]
-    return (results, [sent for sent, _ in requests], sum(ahead for _, ahead in requests), unasked,
-            depth[0])
+    left = Counter(sent_ahead) - Counter(sent for sent, ahead in requests if ahead)
+    assert left.total() == sum(unasked)
+    return results, [sent for sent, _ in requests], sum(ahead for _, ahead in requests), left, \
+        depth[0]
 
 
 @pytest.mark.slow
@@ -367,12 +377,13 @@ def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
 def test_a_request_sent_ahead_is_the_one_the_grading_sends_next(
         bundled_key, bank, key, changed, engine, feedback_later, monkeypatch):
     """Each check's last request goes with those of the next checks, as far as they are known
-    (`Grader.lookahead`), so that the worker answers them while the grader judges. The engine
-    meets exactly the requests of a grading without it, in the same order, and no request sent
-    ahead goes unasked: a passing and a failing engine, with the feedback of failed checks at
-    once (which asks the engine more) or later (the watch: then what follows a gradient check
-    is known, and hundreds of requests go ahead at once), a nondeterministic engine, the starter
-    (no higher-order protocol: `inspect` decides what is asked), and a bank with an exercise
+    (`Grader.lookahead`), so that the worker answers them while the grader judges. The grader
+    asks exactly the requests of a grading without it, in the same order, and the only requests
+    sent ahead that go unasked are a random programs replay's cases after one that differs: a
+    passing and a failing engine, with the feedback of failed checks at once (which asks the
+    engine more) or later (the watch: then what follows a gradient check is known, and
+    hundreds of requests go ahead at once), a nondeterministic engine, the starter (no
+    higher-order protocol: `inspect` decides what is asked), and a bank with an exercise
     changed since its key and one added, graded live."""
     folder, path = (changed, key) if engine == "changed" else (bank_dir(), bundled_key)
     submission = {"reference": "reference", "changed": "reference",
@@ -380,8 +391,18 @@ def test_a_request_sent_ahead_is_the_one_the_grading_sends_next(
     plain = asked(submission, folder, path, False, feedback_later, monkeypatch)
     ahead = asked(submission, folder, path, True, feedback_later, monkeypatch)
     assert ahead[:2] == plain[:2]
-    assert set(ahead[3]) == {0} and ahead[2] > plain[2]
-    assert plain[4] == 1 and ahead[4] > (100 if feedback_later else 1)
+    assert ahead[2] > plain[2] and plain[4] == 1 and ahead[4] > (100 if feedback_later else 1)
+    assert not plain[3]
+    exercises = load_bank(folder).exercises
+    loaded = answer_key.load(path)
+    replays = {json.dumps(request, sort_keys=True) for exercise in exercises
+               if exercise.checks.random_programs is not None
+               and (cases := loaded.random_programs(exercise)) is not None
+               for request in fuzzing.replay_requests(cases)}
+    assert set(ahead[3]) <= replays
+    differed = any(status == "failed" for _, check, status, *_ in ahead[0]
+                   if check == "random_programs")
+    assert differed or not ahead[3]
 
 
 @pytest.mark.slow

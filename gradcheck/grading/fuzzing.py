@@ -362,8 +362,7 @@ class _Judge:
         case = answered.session
         drawn = case.drawn
         program, names = drawn.program, list(drawn.inputs)
-        reply = self._ask({"kind": "gradients", "program": program.spec(),
-                           "points": [drawn.point], "requires_grad": names})
+        reply = self._ask(_gradients_request(drawn))
         if isinstance(reply, Failure):
             return Finding("value" if reply.phase == "forward" else "gradient", reply.message,
                            case)
@@ -413,6 +412,23 @@ class _Judge:
         if "reference" in self.oracles:
             results["reference"] = reference_result(drawn)
         return results
+
+
+def replay_requests(cases: Sequence[Answered]) -> list[dict[str, Any]]:
+    """What `replayed` asks an engine that passes every one of `cases`, in order: each case's
+    gradients, then its session's steps where the behaviour oracle ran them. The grader sends
+    them ahead of their turn (`Grader._plan`)."""
+    asked = []
+    for case in cases:
+        asked.append(_gradients_request(case.session.drawn))
+        if case.behaviour is not None and not case.behaviour.get("error"):
+            asked.append(_behaviour_request(case.session))
+    return asked
+
+
+def _gradients_request(drawn: Drawn) -> dict[str, Any]:
+    return {"kind": "gradients", "program": drawn.program.spec(), "points": [drawn.point],
+            "requires_grad": list(drawn.inputs)}
 
 
 def _behaviour_request(case: Session) -> dict[str, Any]:

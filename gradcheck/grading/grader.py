@@ -161,7 +161,7 @@ class Grader:
         #: while `grade_bank` grades: its exercises, in the order it grades them
         self._order: list[Exercise] | None = None
         #: per side, the plan of its requests (`_side_plan`) and what it was made knowing
-        self._side_plans: dict[bool, tuple[Any, list[Any], dict[tuple[str, str], int]]] = {}
+        self._side_plans: dict[bool, tuple[Any, list[Any], dict[tuple[str, str], range]]] = {}
 
     def __enter__(self) -> Grader:
         return self
@@ -409,9 +409,9 @@ class Grader:
                   else fuzzing.available(self._wanted(exercise, "random_programs")))
         if not wanted:
             return Outcome("skipped", "skipped: no oracle was asked", [])
-        ask: fuzzing.Ask = lambda request: self._ask(exercise, request, budget)
         options = search_options(exercise, self.seed)
         stored = self.key.random_programs(exercise) if self.key is not None else None
+        ask = self._replay_ask(exercise, budget)
         result = (fuzzing.search(ask, oracles=wanted, **options) if stored is None
                   else fuzzing.replayed(ask, stored, oracles=wanted, agreed=self.key.agreement,
                                         shrink_later=self._feedback_later, **options))
@@ -436,6 +436,23 @@ class Grader:
                                      f"{check.count} random programs", notes)
         return Outcome("passed", f"all {result.examples} random programs match "
                                  f"{result.oracle_text}", notes)
+
+    def _replay_ask(self, exercise: Exercise, budget: _Budget) -> Callable[[dict[str, Any]], Any]:
+        """How a random programs check asks the engine: a keyed replay's requests, as long as
+        they are those its plan foresaw (`fuzzing.replay_requests`), each with those planned
+        after it (`_plan`)."""
+        foreseen = self._plan(exercise, 0)
+        asked = 0
+
+        def ask(request: dict[str, Any]) -> Any:
+            nonlocal asked
+            if asked < len(foreseen) and request == foreseen[asked]:
+                asked += 1
+                return self._ask(exercise, request, budget, then=foreseen[asked:])
+            asked = len(foreseen)  # the replay went its own way: nothing more is foreseen
+            return self._ask(exercise, request, budget)
+
+        return ask
 
     def _wanted(self, exercise: Exercise, name: str) -> list[str]:
         """The oracles a gradient check is graded against in this run."""
@@ -709,35 +726,39 @@ class Grader:
                                                       f"{where}")
         return reply
 
-    def _plan(self, exercise: Exercise) -> list[dict[str, Any]]:
+    def _plan(self, exercise: Exercise, asked: int | None = None) -> list[dict[str, Any]]:
         """The requests this grading sends after the check being graded, in order, as far as
-        they are known before its reply is read: those of the next checks, in this exercise and
-        the next ones on the same worker, up to one whose requests after its first depend on
-        a reply (a random programs search, which is replayed case by case; an `inspect` whose
-        reply decides what is asked; a gradient check whose feedback, if it fails, asks the
-        engine more at once). Nothing outside a keyed grading of a bank (live, each check's
-        oracles and torch records are worked out as it comes) or with `lookahead` off."""
+        they are known before its reply is read (after its first `asked` requests, if given):
+        those of the next checks, in this exercise and the next ones on the same worker, up to
+        one whose requests after its first depend on a reply (an `inspect` whose reply decides
+        what is asked; a gradient check whose feedback, if it fails, asks the engine more at
+        once). A random programs replay's cases are planned as an engine that passes them asks
+        them: should one differ, the replay stops there and the engine's replies to the cases
+        after it are dropped unread (`Worker.unasked`). Nothing outside a keyed grading of a
+        bank (live, each check's oracles and torch records are worked out as it comes) or
+        with `lookahead` off."""
         if not self.lookahead or self.key is None or self._order is None:
             return []
-        planned, after = self._side_plan(details_shown(exercise))
-        start = after[(exercise.id, self._check)]
+        planned, spans = self._side_plan(details_shown(exercise))
+        span = spans[(exercise.id, self._check)]
+        start = span.stop if asked is None else span.start + asked
         try:
             return planned[start:planned.index(_UNKNOWN, start)]
         except ValueError:
             return planned[start:]
 
-    def _side_plan(self, side: bool) -> tuple[list[Any], dict[tuple[str, str], int]]:
+    def _side_plan(self, side: bool) -> tuple[list[Any], dict[tuple[str, str], range]]:
         """The requests of every check on the `side` worker, in grading order, with _UNKNOWN
         after those of each check whose next requests depend on its replies; and, by check,
-        where the requests after it begin. Made once a grading, and again once `inspect` has
-        told what the engine lacks: `_plan`, asked at every check, is a slice of it."""
+        where its requests are. Made once a grading, and again once `inspect` has told what
+        the engine lacks: `_plan`, asked at every check, is a slice of it."""
         known = self._missing.get(side)
         kept = self._side_plans.get(side)
         if kept is not None and kept[0] is known:
             return kept[1], kept[2]
         assert self._order is not None
         planned: list[Any] = []
-        after: dict[tuple[str, str], int] = {}
+        spans: dict[tuple[str, str], range] = {}
         for exercise in self._order:
             if details_shown(exercise) != side:
                 continue
@@ -746,10 +767,10 @@ class Grader:
                     requests, known_after = self._requests(exercise, name)
                 except Exception:  # the check says what, when it is graded; nothing past it
                     requests, known_after = (), False
+                spans[(exercise.id, name)] = range(len(planned), len(planned) + len(requests))
                 planned += requests if known_after else [*requests, _UNKNOWN]
-                after[(exercise.id, name)] = len(planned)
-        self._side_plans[side] = (known, planned, after)
-        return planned, after
+        self._side_plans[side] = (known, planned, spans)
+        return planned, spans
 
     def _requests(self, exercise: Exercise, name: str) -> tuple[tuple[dict[str, Any], ...], bool]:
         """The requests the check `name` of `exercise` sends whatever the replies, built as the
@@ -770,6 +791,12 @@ class Grader:
             request = torch_request(exercise, name, sample_seed(self.seed, exercise.id))
             silent = isinstance(self._torch_record(exercise, request), str)
             return (() if silent else (request,)), True
+        if name == "random_programs" and self.key is not None:
+            from gradcheck.grading import fuzzing
+
+            stored = self.key.random_programs(exercise)
+            if stored is not None:  # what follows a case that differs: its shrinking, or later
+                return tuple(fuzzing.replay_requests(stored)), self._feedback_later
         return (), False
 
     def _feedback_waits(self, exercise: Exercise) -> bool:
