@@ -279,7 +279,9 @@ class Key:
         if self.refusal(exercise):
             return None
         stored = self.exercises[exercise.id]["checks"].get(check)
-        if stored is not None and _canonical(stored.get("points")) == _canonical(points):
+        # a keyed grading asks at the very points the key gave it (`points`)
+        if stored is not None and (stored.get("points") is points
+                                   or _canonical(stored.get("points")) == _canonical(points)):
             return stored
         self._refuse(exercise, "is graded at points the answer key does not hold")
         return None
