@@ -6,6 +6,7 @@ must name the operation the bug is in (torch's grad_fn name and the expression i
 """
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,29 @@ def test_a_point_two_checks_fail_at_first_is_walked_once(feedback_later, monkeyp
     for check in ("gradients", "answers"):
         assert "MulBackward0" in failed[check].detail["cause"]
         assert failed[check].message.startswith(failed["gradients"].message.split("\n")[0])
+
+
+def test_a_trace_compared_as_one_array_finds_the_node_one_by_one_finds():
+    """A deep chain's thousands of plain floats are compared as one array: the first node that
+    differs is the one the rule for a single number gives (`same_numbers`), non-finite numbers
+    and numbers at the edge of the tolerance included; anything else is compared one by one."""
+    want = [1.0, -2.5, math.inf, math.nan, 0.0, 1e300, -math.inf, 3.0]
+    edge = TOLERANCE.atol + TOLERANCE.rtol * 3.0
+    cases = [
+        list(want),  # nothing differs
+        [1.0, -2.5, math.inf, math.nan, 0.0, 1e300, -math.inf, 3.0 + edge],  # at the edge: same
+        [1.0, -2.5, math.inf, math.nan, 0.0, 1e300, -math.inf, 3.0 + 2 * edge],
+        [1.0, -2.5, -math.inf, math.nan, 0.0, 1e300, -math.inf, 3.0],
+        [1.0, -2.5, math.inf, 1.0, 0.0, 1e300, -math.inf, 3.0],
+        [1.0, -2.5, math.inf, math.nan, math.nan, 1e300, -math.inf, 3.0],
+        [1.0, None, math.inf, math.nan, 0.0, 1e300, -math.inf, 3.0],
+        [1.0, -2.5, math.inf, math.nan, [0.0], 1e300, -math.inf, 3.0],
+        [1.0, -2.5, math.inf, math.nan, 0, 1e300, -math.inf, 4],
+    ]
+    ids = list(range(10, 10 + len(want)))
+    for got in cases:
+        one_by_one = next((i for i, g, e in zip(ids, got, want)
+                           if not localise.same_numbers(g, e, TOLERANCE)), None)
+        assert localise._first_differing(ids, got, want, TOLERANCE) == one_by_one
+    assert [localise._first_differing(ids, got, want, TOLERANCE) for got in cases] == [
+        None, None, 17, 12, 13, 14, 11, 14, 17]

@@ -276,10 +276,8 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
         node = program.nodes[i]
         label = node.name or node.text or f"node {i}"
         if i not in grads:
-            grads[i] = run.attempt(lambda i=i, label=label: run.read("grad", values[i], label, i))
-        nodes.append({"id": i,
-                      "value": run.attempt(lambda i=i, label=label: run.read("value", values[i],
-                                                                             label, i)),
+            grads[i] = run.read_or_error("grad", values[i], label, i)
+        nodes.append({"id": i, "value": run.read_or_error("value", values[i], label, i),
                       "grad": grads[i]})
     return {"nodes": nodes, "error": error}
 

@@ -47,29 +47,33 @@ def _number(x: Any) -> float:
     return float.__float__(x) if issubclass(type(x), float) else float(int.__index__(x))
 
 
-def plain_numbers(x: Any, what: str) -> float | list[float]:
-    """A number or a flat list of numbers, as plain floats."""
+def plain_numbers(x: Any, what: str, suffix: str = "") -> float | list[float]:
+    """A number or a flat list of numbers, as plain floats. `what` and `suffix` name `x` in an
+    error; joined only then, as most reads are of thousands of nodes that never fail."""
     cls = type(x)
+    if cls is float:  # the usual number: already plain
+        return x
     if _is_number(x):
         return _number(x)
     if issubclass(cls, (list, tuple)):
         base = list if issubclass(cls, list) else tuple
         if base.__len__(x) > MAX_VECTOR:
-            raise ProtocolError(f"{what} has {base.__len__(x)} elements; at most {MAX_VECTOR} "
-                                "are expected")
+            raise ProtocolError(f"{what}{suffix} has {base.__len__(x)} elements; at most "
+                                f"{MAX_VECTOR} are expected")
         items = list(base.__iter__(x))
         for i, item in enumerate(items):
             if not _is_number(item):
-                raise ProtocolError(f"element {i} of {what} is a {type_name(item)}, not a number")
+                raise ProtocolError(f"element {i} of {what}{suffix} is a {type_name(item)}, "
+                                    "not a number")
         return [_number(item) for item in items]
-    raise ProtocolError(f"{what} is a {type_name(x)}, not a number or a list of numbers")
+    raise ProtocolError(f"{what}{suffix} is a {type_name(x)}, not a number or a list of numbers")
 
 
 def plain_value(t: Any, what: str) -> float | list[float]:
     """The value of a tensor through `tolist()` (a constant is already a number)."""
     if _is_number(t):
         return _number(t)
-    return plain_numbers(t.tolist(), f"{what}.tolist()")
+    return plain_numbers(t.tolist(), what, ".tolist()")
 
 
 def plain_grad(g: Any, what: str) -> float | list[float] | None:
@@ -77,7 +81,7 @@ def plain_grad(g: Any, what: str) -> float | list[float] | None:
     if g is None:
         return None
     if _is_number(g) or issubclass(type(g), (list, tuple)):
-        return plain_numbers(g, f"{what}.grad")
+        return plain_numbers(g, what, ".grad")
     zero = getattr(g, "_is_zerotensor", None)
     if callable(zero) and zero() is True:
         g = g.clone()  # torch's efficient zeros (a second derivative) refuse tolist() until copied
@@ -85,7 +89,7 @@ def plain_grad(g: Any, what: str) -> float | list[float] | None:
     if not callable(tolist):
         raise ProtocolError(f"backward left {what}.grad as a {type_name(g)}; it should be None, "
                             "a tensor, a number or a list of numbers")
-    return plain_numbers(tolist(), f"{what}.grad.tolist()")
+    return plain_numbers(tolist(), what, ".grad.tolist()")
 
 
 def plain_flag(x: Any, what: str) -> bool:
@@ -181,6 +185,14 @@ class Run:
         """A field of `obj` (grad, value, grad_fn, ...) read as plain data, as a use of it."""
         self.using("tolist" if kind == "value" else kind, node, obj)
         return read_field(kind, obj, name)
+
+    def read_or_error(self, kind: str, obj: Any, name: str, node: int | None = None) -> Any:
+        """`read`, or `{"error": record}` when reading raised: what a trace reads of each of
+        thousands of nodes, with no closure made for each."""
+        try:
+            return self.read(kind, obj, name, node)
+        except Exception as exc:
+            return {"error": self.error(exc)}
 
     def attempt(self, read: Callable[[], Any]) -> Any:
         """A plain value, or `{"error": record}` when reading it raised."""

@@ -53,6 +53,9 @@ class Walk:
         self.ids = [record["id"] for record in trace["nodes"]]
         self._edges: dict[int, tuple[Edge, ...]] = {}
         self._grad_fns: dict[int, str | None] = {}
+        #: found once per walk, which an answer key keeps for every grading
+        self._needed: tuple[int, ...] | None = None
+        self._backward_order: tuple[int, ...] | None = None
 
     @property
     def output(self) -> int:
@@ -61,17 +64,21 @@ class Walk:
     def node(self, i: int) -> Any:
         return self.program.nodes[i]
 
-    def backward_order(self) -> list[int]:
+    def backward_order(self) -> tuple[int, ...]:
         """The nodes backward reaches, output first (the reverse of evaluation order)."""
-        return [i for i in reversed(self.ids) if self.grads[i] is not None]
+        if self._backward_order is None:
+            self._backward_order = tuple(i for i in reversed(self.ids) if self.grads[i] is not None)
+        return self._backward_order
 
-    def needed(self) -> list[int]:
+    def needed(self) -> tuple[int, ...]:
         """The non-constant nodes the output depends on, in evaluation order."""
-        keep = {self.output}
-        for i in reversed(range(self.output + 1)):
-            if i in keep:
-                keep.update(self.node(i).args)
-        return [i for i in self.ids if i in keep]
+        if self._needed is None:
+            keep = {self.output}
+            for i in reversed(range(self.output + 1)):
+                if i in keep:
+                    keep.update(self.node(i).args)
+            self._needed = tuple(i for i in self.ids if i in keep)
+        return self._needed
 
     def label(self, i: int) -> str:
         """How feedback names a node: its variable, or its expression in backquotes."""

@@ -282,10 +282,20 @@ class PointVerdict:
     """The outcome at one point: passed, failed, ungraded (the oracles disagree) or skipped."""
 
     status: str
-    message: str = ""
+    #: why the point was skipped
+    reason: str = ""
     mismatches: list[Mismatch] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
     error: str | None = None
+
+    @property
+    def message(self) -> str:
+        """What a failed point got wrong (its error, or its first wrong value), or why it was
+        skipped. Written when read: a failing engine fails thousands of points in a grading
+        (random programs, wide vectors), and reports show few of them."""
+        if self.status == "failed":
+            return self.error or str(self.mismatches[0])
+        return self.reason
 
 
 @dataclass
@@ -343,8 +353,7 @@ def grade(program: Program, points: Any, requires_grad: Sequence[str],
         bad = _wrong(q, answers)
         if bad.any():  # (most often not: the search for where is then left out)
             failed |= bad.any(axis=1)
-            mismatches += [_mismatch(agreement, q, answers, int(i), int(e))
-                           for i, e in np.argwhere(bad)]
+            mismatches += _mismatches(agreement, q, answers, bad)
     graded = agreement.graded_points()
     broken = np.zeros(n, bool)
     broken[list(answers.errors)] = True
@@ -475,17 +484,27 @@ def _wrong(q: Quantity, answers: _Answers) -> np.ndarray:
     return np.where(present[:, None], wrong, wrong & first)
 
 
-def _mismatch(agreement: Agreement, q: Quantity, answers: _Answers, i: int, e: int) -> Mismatch:
-    found = float(answers.values[q.name][i, e]) if answers.present[q.name][i] else None
-    expected = float(q.expected[i, e]) if q.reached else None
-    abs_error = rel_error = None
-    if found is not None and expected is not None:
-        with np.errstate(all="ignore"):
-            abs_error = abs(found - expected)
-            rel_error = abs_error / abs(expected) if expected else math.inf
-    return Mismatch(i, agreement.point_text(i), q.element_label(e), expected, found,
-                    {k: float(v[i, e]) for k, v in q.estimates.items()}, abs_error, rel_error,
-                    agreement.convention if q.by_convention[i, e] else None)
+def _mismatches(agreement: Agreement, q: Quantity, answers: _Answers, bad: np.ndarray
+                ) -> list[Mismatch]:
+    """A Mismatch for each value of `q` that `bad` marks, point by point: the numbers read out of
+    the arrays together, as a wide vector that is all wrong has thousands."""
+    points, elements = np.nonzero(bad)
+    found = answers.values[q.name][points, elements]
+    present = answers.present[q.name][points]
+    expected = q.expected[points, elements]
+    with np.errstate(all="ignore"):
+        abs_error = np.abs(found - expected)
+        rel_error = np.where(expected != 0, abs_error / np.abs(expected), math.inf)
+    known = present & q.reached
+    estimates = {k: v[points, elements].tolist() for k, v in q.estimates.items()}
+    convention = q.by_convention[points, elements].tolist()
+    return [Mismatch(i, agreement.point_text(i), q.element_label(e), want if q.reached else None,
+                     got if here else None, {k: v[m] for k, v in estimates.items()},
+                     a if both else None, r if both else None,
+                     agreement.convention if convention[m] else None)
+            for m, (i, e, got, here, want, both, a, r) in enumerate(zip(
+                points.tolist(), elements.tolist(), found.tolist(), present.tolist(),
+                expected.tolist(), known.tolist(), abs_error.tolist(), rel_error.tolist()))]
 
 
 def _verdicts(n: int, failed: np.ndarray, graded: np.ndarray, mismatches: list[Mismatch],
@@ -498,9 +517,6 @@ def _verdicts(n: int, failed: np.ndarray, graded: np.ndarray, mismatches: list[M
         verdicts[d.point].disagreements.append(d)
     for i, text in errors.items():
         verdicts[i].error = text
-    for v in verdicts:
-        if v.status == "failed":
-            v.message = v.error or str(v.mismatches[0])
     return verdicts
 
 

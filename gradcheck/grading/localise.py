@@ -177,21 +177,37 @@ def operation_name(op: str) -> str:
 
 
 def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | None:
-    for i in w.needed():
-        got = found[i]["value"]
-        if same_numbers(got, w.values[i], tol):
-            continue
-        node = w.node(i)
-        shown, want = _pair(got, w.values[i])
-        if node.op == "input":
-            message = (f"{_at(w)}the input {node.name} holds {shown} once tensor("
-                       f"{number_text(w.values[i])}) made it; it should hold exactly the number it "
-                       "was given (in float64).")
-        else:
-            message = (f"{_at(w)}the forward of {_where(w, i)} gives {shown}; torch gives {want} "
-                       f"from the same operands ({_operands(w, i)}).")
-        return Finding("forward", i, message)
-    return None
+    i = _first_wrong_value(w, found, tol)
+    if i is None:
+        return None
+    node = w.node(i)
+    shown, want = _pair(found[i]["value"], w.values[i])
+    if node.op == "input":
+        message = (f"{_at(w)}the input {node.name} holds {shown} once tensor("
+                   f"{number_text(w.values[i])}) made it; it should hold exactly the number it "
+                   "was given (in float64).")
+    else:
+        message = (f"{_at(w)}the forward of {_where(w, i)} gives {shown}; torch gives {want} "
+                   f"from the same operands ({_operands(w, i)}).")
+    return Finding("forward", i, message)
+
+
+def _first_wrong_value(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> int | None:
+    """The first node, in evaluation order, whose value in `found` is not torch's."""
+    ids = w.needed()
+    got = [found[j]["value"] for j in ids]
+    return _first_differing(ids, got, [w.values[j] for j in ids], tol)
+
+
+def _first_differing(ids: Sequence[int], got: list[Any], want: list[Any], tol: Tolerance
+                     ) -> int | None:
+    """The first of `ids` whose number in `got` is not the one in `want` within `tol`. Compared
+    as one array when every number is a plain float (a deep chain's thousands of nodes), else
+    one by one."""
+    if set(map(type, got)) | set(map(type, want)) <= {float}:
+        wrong = np.flatnonzero(~tol.close(got, want))
+        return ids[wrong[0]] if wrong.size else None
+    return next((i for i, g, e in zip(ids, got, want) if not same_numbers(g, e, tol)), None)
 
 
 # --- backward -----------------------------------------------------------------------------------
@@ -200,16 +216,16 @@ def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | Non
 def _backward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Steps[Finding | None]:
     if not _is_numbers(found[w.output]["grad"]):  # no working retain_grad(): nothing inside
         return (yield from _alone(w, found, tol))
-    for i in w.backward_order():
-        got = found[i]["grad"]
-        if same_numbers(got, w.grads[i], tol):
-            continue
-        if i == w.output:
-            shown, want = _pair(got, w.grads[i])
-            return Finding("seed", i, f"{_at(w)}backward() should start from gradient {want} at "
-                                      f"the output {w.label(i)}; its .grad is {shown}.")
-        return (yield from _blame(w, i, got, tol))
-    return None
+    ids = w.backward_order()
+    i = _first_differing(ids, [found[j]["grad"] for j in ids], [w.grads[j] for j in ids], tol)
+    if i is None:
+        return None
+    got = found[i]["grad"]
+    if i == w.output:
+        shown, want = _pair(got, w.grads[i])
+        return Finding("seed", i, f"{_at(w)}backward() should start from gradient {want} at "
+                                  f"the output {w.label(i)}; its .grad is {shown}.")
+    return (yield from _blame(w, i, got, tol))
 
 
 def _blame(w: Walk, i: int, got: Any, tol: Tolerance) -> Steps[Finding | None]:
