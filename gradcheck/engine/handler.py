@@ -238,8 +238,7 @@ def _graph(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     except Exception as exc:
         return {"nodes": {}, "error": run.error(exc)}
     run.enter("read")
-    nodes = {name: {kind: run.attempt(lambda k=kind, n=name: run.read(k, env[n], n,
-                                                                 program.names[n]))
+    nodes = {name: {kind: run.attempt(run.read, kind, env[name], name, program.names[name])
                     for kind in GRAPH_FIELDS} for name in request["names"]}
     return {"nodes": nodes, "error": None}
 
@@ -276,8 +275,8 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
         node = program.nodes[i]
         label = node.name or node.text or f"node {i}"
         if i not in grads:
-            grads[i] = run.read_or_error("grad", values[i], label, i)
-        nodes.append({"id": i, "value": run.read_or_error("value", values[i], label, i),
+            grads[i] = run.attempt(run.read, "grad", values[i], label, i)
+        nodes.append({"id": i, "value": run.attempt(run.read, "value", values[i], label, i),
                       "grad": grads[i]})
     return {"nodes": nodes, "error": error}
 

@@ -47,7 +47,7 @@ def behaviour(run: Run, program: Program, request: Mapping[str, Any], touched: b
             except Exception as exc:
                 error = run.error(exc)
             run.enter("read")
-            observed = {item: run.attempt(lambda item=item: _read(run, program, env, item))
+            observed = {item: run.attempt(_read, run, program, env, item)
                         for item in step.get("expect") or [] if item != WARNINGS}
         if WARNINGS in (step.get("expect") or []):
             observed[WARNINGS] = _categories(caught)
@@ -61,7 +61,7 @@ def behaviour(run: Run, program: Program, request: Mapping[str, Any], touched: b
 
 def _gradients(run: Run, program: Program, env: dict) -> dict[str, Any]:
     """The gradient of every variable of the session, as plain data (or the error reading it)."""
-    return {name: run.attempt(lambda name=name: _read(run, program, env, f"grad.{name}"))
+    return {name: run.attempt(_read, run, program, env, f"grad.{name}")
             for name in env}
 
 

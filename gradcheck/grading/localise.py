@@ -177,7 +177,7 @@ def operation_name(op: str) -> str:
 
 
 def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | None:
-    i = _first_wrong_value(w, found, tol)
+    i = _first_wrong(w.needed(), found, "value", w.values, tol)
     if i is None:
         return None
     node = w.node(i)
@@ -192,18 +192,13 @@ def _forward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Finding | Non
     return Finding("forward", i, message)
 
 
-def _first_wrong_value(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> int | None:
-    """The first node, in evaluation order, whose value in `found` is not torch's."""
-    ids = w.needed()
-    got = [found[j]["value"] for j in ids]
-    return _first_differing(ids, got, [w.values[j] for j in ids], tol)
-
-
-def _first_differing(ids: Sequence[int], got: list[Any], want: list[Any], tol: Tolerance
-                     ) -> int | None:
-    """The first of `ids` whose number in `got` is not the one in `want` within `tol`. Compared
-    as one array when every number is a plain float (a deep chain's thousands of nodes), else
-    one by one."""
+def _first_wrong(ids: Sequence[int], found: Mapping[int, Any], field: str,
+                 truth: Mapping[int, Any], tol: Tolerance) -> int | None:
+    """The first of `ids` whose `field` ("value" or "grad") in the submission's trace records
+    `found` is not torch's number in `truth` within `tol`. Compared as one array when every
+    number is a plain float (a deep chain's thousands of nodes), else one by one."""
+    got = [found[i][field] for i in ids]
+    want = [truth[i] for i in ids]
     if set(map(type, got)) | set(map(type, want)) <= {float}:
         wrong = np.flatnonzero(~tol.close(got, want))
         return ids[wrong[0]] if wrong.size else None
@@ -216,8 +211,7 @@ def _first_differing(ids: Sequence[int], got: list[Any], want: list[Any], tol: T
 def _backward(w: Walk, found: Mapping[int, Any], tol: Tolerance) -> Steps[Finding | None]:
     if not _is_numbers(found[w.output]["grad"]):  # no working retain_grad(): nothing inside
         return (yield from _alone(w, found, tol))
-    ids = w.backward_order()
-    i = _first_differing(ids, [found[j]["grad"] for j in ids], [w.grads[j] for j in ids], tol)
+    i = _first_wrong(w.backward_order(), found, "grad", w.grads, tol)
     if i is None:
         return None
     got = found[i]["grad"]
