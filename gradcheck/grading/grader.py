@@ -34,6 +34,7 @@ from gradcheck.bank import bundled
 from gradcheck.bank.loader import Bank, load_bank
 from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
+from gradcheck.bank.tolerances import Tolerance
 from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Failure
 from gradcheck.grading import (
@@ -806,26 +807,31 @@ class Grader:
 
     def _nondeterminism(self, exercise: Exercise, probe: dict[str, Any], first: Any,
                         budget: _Budget, last: bool) -> str:
-        """The determinism probe (like torch's reentrancy check, with nondet_tol 0): the same
-        backward at the check's first point, twice more, must give the same numbers as the
-        first time; else a sentence saying what it gave. Its time is not the check's. `last`:
-        the check asks nothing after it (`_ask`)."""
+        """The determinism probe (like torch's reentrancy check, with the check's own tolerance
+        as nondet_tol): the same backward at the check's first point, twice more, must give the
+        same numbers as the first time, within the tolerance the check holds the engine to
+        against torch; else a sentence saying what it gave. A difference the check could not
+        see is no difference: an engine that sums what a node's consumers pass in the order of a
+        set (micrograd's `_prev`) differs from run to run in the last bits only, as it differs
+        from torch. Its time is not the check's. `last`: the check asks nothing after it
+        (`_ask`)."""
         point = probe["points"][0]
         again = self._ask(exercise, probe, _Budget(budget.seconds), last=last)
         if isinstance(again, Failure) or first.get("error"):
             return ""
+        tol = exercise.tolerance.pair().analytic
         out = exercise.program.output_name
         for result in again["results"]:
             if result.get("error"):
                 continue
             for name in exercise.grad_names:
-                seen = [first["grads"].get(name), result["grads"].get(name)]
-                if seen[0] != seen[1]:
-                    shown = " and ".join(number_text(v) for v in seen)
+                shown = _unsteady(first["grads"].get(name), result["grads"].get(name), tol)
+                if shown is not None:
                     at = compare.point_text(point)
-                    return (f"your engine is not deterministic: the same backward gave {shown} "
-                            f"for d{out}/d{name} at {at}; visit the nodes in an order that does "
-                            "not change from run to run (not the order of a set)")
+                    return (f"your engine is not deterministic: the same backward gave "
+                            f"{shown[0]} and {shown[1]} for {shown[2]}d{out}/d{name} at {at}; "
+                            "visit the nodes in an order that does not change from run to run "
+                            "(not the order of a set)")
         return ""
 
     def _absent_higher_order(self, exercise: Exercise, check: str, budget: _Budget
@@ -954,6 +960,19 @@ def torch_answer(request: dict[str, Any]) -> dict[str, Any]:
     from gradcheck.engine import torch_engine
 
     return handler.handle(torch_engine, request, touched=True)
+
+
+def _unsteady(first: Any, again: Any, tol: Tolerance) -> tuple[str, str, str] | None:
+    """How a gradient read twice differs beyond `tol` (`Grader._nondeterminism`): the two
+    values as shown, and of a vector, the element that differs first ("element 2 of "), which
+    a long vector's text would not show; or None if they are the same within `tol`."""
+    if first == again or localise.same_numbers(again, first, tol):
+        return None
+    if isinstance(first, list) and isinstance(again, list) and len(first) == len(again):
+        for index, (a, b) in enumerate(zip(first, again)):
+            if not (a == b or localise.same_numbers(b, a, tol)):
+                return number_text(a), number_text(b), f"element {index} of "
+    return number_text(first), number_text(again), ""
 
 
 def _with_hint(message: str, exercise: Exercise, check: str) -> str:

@@ -25,6 +25,25 @@ _BREADTH_FIRST = """def _breadth_first(roots):
 
 
 """
+#: micrograd's order: depth first from the output, each node's operands taken as a set (its
+#: `_prev`), so the order in which a node's consumers add their gradients changes with the
+#: set's, from run to run
+_SET_DEPTH_FIRST = """def _set_depth_first(roots):
+    order, seen = [], set()
+    stack = [(r, False) for r in roots if r._a is not None]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((p, False) for p in set(_operands(node))
+                         if isinstance(p, Scalar) and p._a is not None and p not in seen)
+    return order[::-1]
+
+
+"""
 
 #: name -> [(region header, text, replacement), ...]
 MUTANTS = {
@@ -70,6 +89,8 @@ MUTANTS = {
     "set_order": [("def _stamp", "def _stamp(", _BREADTH_FIRST + "_calls = [0]\n\n\ndef _stamp("),
                   ("def _backward", _TORCH_ORDER, _TORCH_ORDER + "\n    _calls[0] += 1\n"
                    "    if _calls[0] % 2 == 0:\n        order = _breadth_first(roots)")],
+    "set_depth_first": [("def _stamp", "def _stamp(", _SET_DEPTH_FIRST + "def _stamp("),
+                        ("def _backward", _TORCH_ORDER, "order = _set_depth_first(roots)")],
 }
 
 
