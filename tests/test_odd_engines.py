@@ -222,7 +222,7 @@ def test_micrograds_order_loses_nothing_for_differing_in_the_last_bits(seed):
 
 
 def test_the_probe_tells_a_difference_only_beyond_the_checks_tolerance():
-    from gradcheck.bank.tolerances import Tolerances
+    from gradcheck.bank.tolerances import Tolerance, Tolerances
     from gradcheck.grading.grader import _unsteady
 
     tol = Tolerances().analytic
@@ -239,3 +239,5 @@ def test_the_probe_tells_a_difference_only_beyond_the_checks_tolerance():
     assert _unsteady(long_vector, long_vector[:9] + [0.25] + long_vector[10:], tol) == \
         ("0.5", "0.25", "element 9 of ")
     assert _unsteady([1.0, 2.0], [1.0], tol) == ("[1.0, 2.0]", "[1.0]", "")
+    assert _unsteady(1.0, 1.0 + 2e-12, Tolerance(atol=0.0, rtol=1e-13)) == \
+        ("1.0", "1.0 (a difference of 1.999955757e-12)", "")

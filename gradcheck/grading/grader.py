@@ -965,14 +965,21 @@ def torch_answer(request: dict[str, Any]) -> dict[str, Any]:
 def _unsteady(first: Any, again: Any, tol: Tolerance) -> tuple[str, str, str] | None:
     """How a gradient read twice differs beyond `tol` (`Grader._nondeterminism`): the two
     values as shown, and of a vector, the element that differs first ("element 2 of "), which
-    a long vector's text would not show; or None if they are the same within `tol`."""
+    a long vector's text would not show; or None if they are the same within `tol`. Two
+    numbers that read the same at 10 digits (a tolerance tighter than the default) are told
+    apart by their difference."""
     if first == again or localise.same_numbers(again, first, tol):
         return None
+    where = ""
     if isinstance(first, list) and isinstance(again, list) and len(first) == len(again):
-        for index, (a, b) in enumerate(zip(first, again)):
-            if not (a == b or localise.same_numbers(b, a, tol)):
-                return number_text(a), number_text(b), f"element {index} of "
-    return number_text(first), number_text(again), ""
+        index = next((i for i, (a, b) in enumerate(zip(first, again))
+                      if not (a == b or localise.same_numbers(b, a, tol))), None)
+        if index is not None:
+            first, again, where = first[index], again[index], f"element {index} of "
+    shown = number_text(first), number_text(again)
+    if shown[0] == shown[1] and isinstance(first, float) and isinstance(again, float):
+        shown = shown[0], f"{shown[1]} (a difference of {number_text(again - first)})"
+    return shown[0], shown[1], where
 
 
 def _with_hint(message: str, exercise: Exercise, check: str) -> str:
