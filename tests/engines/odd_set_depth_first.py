@@ -4,4 +4,4 @@ the last bits differ, as they differ from torch's, and nothing more."""
 from odd import reference
 
 _engine = reference("set_depth_first")
-tensor, no_grad = _engine.tensor, _engine.no_grad
+tensor, no_grad, grad = _engine.tensor, _engine.no_grad, _engine.grad
