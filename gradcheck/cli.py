@@ -41,7 +41,7 @@ from gradcheck.grading.grader import (
 )
 from gradcheck.grading.plan import oracle_list
 from gradcheck.grading.results import CheckResult, GradeReport
-from gradcheck.reports import explain, github
+from gradcheck.reports import details_shown, explain, github
 from gradcheck.reports.gradescope import ResultsFile, write_results_json
 from gradcheck.reports.html import write_html
 from gradcheck.reports.junit import write_junit
@@ -225,7 +225,8 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
         so_far.results += results
         if results_file is not None:
             results_file.update(so_far)
-        shown.exercise_done(exercise_id, results[0].topic if results else "")
+        shown.exercise_done(exercise_id, results[0].topic if results else "",
+                            args.show_hidden or all(details_shown(r) for r in results))
 
     shown.start()
     try:
@@ -238,17 +239,16 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
                 so_far.seed = grader.seed
                 if results_file is not None:
                     results_file.update(so_far)
-                # Every score first, then the feedback of the failed checks: the grading then
-                # knows all its requests ahead and sends them by the hundred (a sixth less of
-                # the grader's CPU, BENCHMARKS.md), and a --total-timeout that runs out during
-                # the feedback costs no score.
-                report = grader.grade_bank(bank, progress, feedback_later=True)
+                # Each side's scores first, then the feedback of its failed checks: the grading
+                # then knows its requests ahead and sends them by the hundred (a sixth less of
+                # the grader's CPU, BENCHMARKS.md). The watch shows every score first.
+                report = grader.grade_bank(bank, progress, feedback_later=True,
+                                           every_score_first=scored is not None,
+                                           feedback_progress=shown.feedback)
                 if scored is not None:
                     shown.close()
                     scored(report)
-                else:
-                    shown.feedback(grader.feedback_pending)
-                grader.give_feedback(report)
+                grader.give_feedback(report, None if scored is not None else shown.feedback)
         finally:  # before any other write of results.json
             shown.close()
             if results_file is not None:

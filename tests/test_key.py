@@ -422,7 +422,8 @@ def test_the_walks_of_failed_checks_are_asked_in_rounds_sent_ahead(bundled_key, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", answer_key.StaleKeyWarning)
         with Grader(ENGINES / "wrong_mul.py", seed=SEED, key=bundled_key) as grader:
-            report = grader.grade_bank(load_bank(bank_dir()), feedback_later=True)
+            report = grader.grade_bank(load_bank(bank_dir()), feedback_later=True,
+                                       every_score_first=True)  # as the watch: all of it after
             monkeypatch.setattr(Worker, "request", recorded)
             grader.give_feedback(report)
     first = kinds.index("trace")  # after the shrinking
@@ -522,7 +523,7 @@ def test_feedback_later_leaves_the_shrink_for_later_and_says_the_same(
     submission = mutant("mul-own-operand", tmp_path)
     bank = load_bank(programs_bank)
     with Grader(submission, seed=SEED, key=programs_keys[0]) as grader:
-        report = grader.grade_bank(bank, feedback_later=True)
+        report = grader.grade_bank(bank, feedback_later=True, every_score_first=True)
         scored = {r.name: (r.status, r.score, r.message) for r in report.results}
         grader.give_feedback(report)
     now = graded(submission, programs_bank, key=programs_keys[0])

@@ -29,20 +29,21 @@ def test_plain_lines_when_not_a_terminal_and_nothing_when_quiet(tmp_path):
     assert b"gradcheck: " not in quiet.stderr and quiet.stdout == b"4/4 (seed 1)\n"
 
 
-def test_the_feedback_of_failed_checks_is_announced_once_every_score_is_known(tmp_path):
-    """Every score is known before any feedback is worked out (`Grader.give_feedback`): the
-    line says so, after the last exercise's and before the report."""
+def test_the_feedback_of_failed_checks_is_announced_once_their_side_is_scored(tmp_path):
+    """Every score of the visible exercises is known before their feedback is worked out
+    (`Grader.grade_bank(feedback_later=True)`): the line says so, after the last exercise's and
+    before the report."""
     bank = write_bank(tmp_path / "bank")
     run = grade(bank, stderr=subprocess.PIPE, engine=str(ENGINES / "wrong_mul.py"))
     lines = [line for line in run.stderr.decode().splitlines() if line.startswith("gradcheck: ")]
     assert lines[2].startswith("gradcheck: [2/2] ")
-    assert lines[3].startswith("gradcheck: every score known, ")
+    assert lines[3].startswith("gradcheck: [2/2] scored, ")
     assert lines[3].endswith(" s: working out the feedback of 1 failed check")
     report = run.stdout.decode()
     assert "total 2/4" in report
     assert "(MulBackward0) passed -0.5 to y; it should pass 1.5" in report  # the walk, after all
     passing = grade(bank, stderr=subprocess.PIPE)
-    assert b"every score known" not in passing.stderr  # nothing failed: nothing to announce
+    assert b"working out the feedback" not in passing.stderr  # nothing failed: nothing to say
 
 
 def test_one_line_rewritten_in_place_on_a_terminal(tmp_path):

@@ -4,6 +4,7 @@ reply; each test is named after the promise it proves."""
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -565,7 +566,11 @@ def test_no_report_times_a_check_whose_details_are_withheld(tmp_path, capsys):
     assert float(suite.get("time")) == pytest.approx(sum(shown.values()), abs=0.01)
     data = json.loads((out / "results.json").read_text())
     assert data["execution_time"] == pytest.approx(sum(shown.values()), abs=0.01)
-    terminal = capsys.readouterr().out
+    captured = capsys.readouterr()
+    terminal = captured.out
+    progress = dict(re.findall(r"\] leaks: (\S+) graded(, [\d.]+ s)?$", captured.err, re.M))
+    for name in CONSTANTS:  # nor does the progress line of such an exercise give the time
+        assert bool(progress[name]) == name.startswith("seen"), captured.err
     full = tmp_path / "full"
     code = cli.main(["grade", str(submission), "--exercises", str(tmp_path / "bank"), "--seed",
                      "1", "--show-hidden", "--junit", str(full)])
@@ -573,6 +578,64 @@ def test_no_report_times_a_check_whose_details_are_withheld(tmp_path, capsys):
     whole = float(ElementTree.parse(full).getroot().find("testsuite").get("time"))
     assert whole > float(suite.get("time")) + 1.0  # three exercises of two slow points at least
     assert f"{float(suite.get('time')):.1f} s)" in terminal
+
+
+_DROP_AND_TELL = """
+import json, math, os, sys
+sys.path.append({engines!r})
+import gradcheck.engine.handler as handler
+from tiny import Tensor, no_grad, tensor
+
+if os.path.exists({drop!r}):  # what a worker before this one left: said where students read
+    with open({drop!r}) as f:
+        print("found: " + f.read())
+
+_handle = handler.handle
+
+
+def _dropping(engine, request, progress=None):  # every program it is asked, left for the next
+    with open({drop!r}, "a") as f:
+        f.write(json.dumps(request.get("program", {{}}).get("source", "")) + "\\n")
+    return _handle(engine, request, progress)
+
+
+def _exp(self):  # a wrong slope, so that every visible check fails and has feedback to give
+    return self._unary("ExpBackward0", math.exp(self.data), 2.0)
+
+
+handler.handle = _dropping
+Tensor.exp = _exp
+"""
+
+
+def test_the_feedback_of_visible_exercises_comes_before_any_worker_sees_a_hidden_one(tmp_path,
+                                                                                    capsys):
+    """A worker whose words reach the student never starts after one that saw a hidden
+    exercise: the feedback of the visible exercises' failed checks (the chain-rule walks) is
+    worked out by their own worker before the withheld side starts, not by a new one after it
+    (which would read, here, every hidden program a withheld worker left on disk, and print it
+    where results.json shows it). `gradcheck grade` and `gradcheck.grade` alike."""
+    from gradcheck.grading.grader import grade
+
+    drop = tmp_path / "drop.txt"
+    submission = tmp_path / "drop_and_tell.py"
+    submission.write_text(_DROP_AND_TELL.format(engines=str(ENGINES), drop=str(drop)))
+    out = _grade_leaky_with(tmp_path, submission)
+    student = [(out / name).read_text() for name in ("results.json", "junit.xml", "summary.md")]
+    student.append(capsys.readouterr().out)
+    assert "x * 7.125" in drop.read_text()  # the hidden programs were asked, and left there
+    for text in student:
+        _assert_nothing_of_the_hidden(text)
+    data = json.loads(student[0])
+    seen = [test for test in data["tests"] if test["visibility"] == "visible"]
+    assert len(seen) == 3 and all(test["score"] == 0 for test in seen)
+    assert all("(ExpBackward0)" in test["output"] for test in seen)  # each walk found exp
+    drop.unlink()
+    report = grade(submission, tmp_path / "bank", seed=1)
+    assert "x * 3.5" in drop.read_text()
+    _assert_nothing_of_the_hidden(report.output)
+    assert all("(ExpBackward0)" in r.message for r in report.results if r.status == "failed"
+               and r.exercise_id.startswith("seen"))
 
 
 def test_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(tmp_path, capsys):

@@ -112,7 +112,7 @@ if sys.argv[4] == "warm":
     watch.warm_up(key, None)
 bank = load_bank(sys.argv[2])
 with Grader(sys.argv[3], key=answer_key.load(key), seed=3) as grader:
-    report = grader.grade_bank(bank, feedback_later=True)
+    report = grader.grade_bank(bank, feedback_later=True, every_score_first=True)
     loaded = set(sys.modules)
     grader.give_feedback(report)
 print(json.dumps({"imported": sorted(set(sys.modules) - loaded),
@@ -145,15 +145,16 @@ def test_the_watch_loads_what_a_failing_saves_feedback_needs_before_the_first_sa
 
 
 def test_feedback_worked_out_after_the_scores_is_the_feedback_given_at_once(tmp_path):
-    """`grade_bank(feedback_later=True)`, as the watch grades: the same scores at once, the
-    plain comparison until `give_feedback`, then the same messages and walk as in one go."""
+    """`grade_bank(feedback_later=True, every_score_first=True)`, as the watch grades: the same
+    scores at once, the plain comparison until `give_feedback`, then the same messages and walk
+    as in one go."""
     bank = load_bank(write_fd_bank(tmp_path / "bank"))
     engine = tmp_path / "engine.py"
     engine.write_text(mutant.source("mul"))
     with Grader(engine, seed=3, oracles=["fd"]) as grader:
         at_once = grader.grade_bank(bank)
     with Grader(engine, seed=3, oracles=["fd"]) as grader:
-        later = grader.grade_bank(bank, feedback_later=True)
+        later = grader.grade_bank(bank, feedback_later=True, every_score_first=True)
         assert [(r.name, r.status, r.score) for r in later.results] == [
             (r.name, r.status, r.score) for r in at_once.results]
         failed = next(r for r in later.results if r.status == "failed")

@@ -111,7 +111,9 @@ def describe(limit_mb: int | None) -> str:
         return "no memory limit"
     found = _parent()
     if isinstance(found, str):
-        return f"memory limit {limit_mb} MB per worker, polled by the grader ({found})"
+        return (f"memory limit {limit_mb} MB per worker, polled by the grader ({found}); the "
+                "poll cannot see what the kernel holds for a worker (socket and pipe buffers): "
+                "give the container a memory limit")
     parent, version = found
     return (f"memory limit {limit_mb} MB per worker, by a cgroup v{version} under {parent} and "
             "polled by the grader")

@@ -276,12 +276,19 @@ class Grader:
                            author_notes=[str(error)])
 
     def grade_bank(self, bank: Bank, progress: Progress | None = None,
-                   feedback_later: bool = False) -> GradeReport:
+                   feedback_later: bool = False, every_score_first: bool = False,
+                   feedback_progress: Callable[[int], None] | None = None) -> GradeReport:
         """Every exercise of `bank`, in order; broken files become failing "load" results.
-        `feedback_later`: every score is final, but the feedback of failed checks that asks the
-        engine for more (the finding of the chain-rule walk; the shrinking of a random program
-        that differs, replayed from an answer key) is worked out only by `give_feedback`, so
-        that the scores can be shown first (`gradcheck grade --watch`)."""
+        `feedback_later`: each side's scores first (`gradcheck grade`: the requests are then
+        known ahead), then the feedback of its failed checks that asks the engine for more (the
+        finding of the chain-rule walk; the shrinking of a random program that differs, replayed
+        from an answer key): the visible exercises' by their own worker, before any exercise
+        whose details are withheld is graded, since no worker whose words reach a student may
+        come after one that saw such an exercise (gradcheck.grading.workers); the rest by
+        `give_feedback`. `every_score_first` (`gradcheck grade --watch`, on a bank its student
+        has): the visible exercises' feedback too waits for every score, so that the scores can
+        be shown first, and is worked out by a new worker after the withheld side's.
+        `feedback_progress` is told how many failed checks' feedback is worked out next."""
         started = time.monotonic()
         self._feedback_later, self._later, self._located = feedback_later, [], {}
         report = GradeReport(submission=self.label, seed=self.seed)
@@ -301,6 +308,8 @@ class Grader:
         try:
             for number in order:
                 exercise = bank.exercises[number]
+                if not (every_score_first or details_shown(exercise)):
+                    self._give_side(True, feedback_progress)
                 graded[number] = self.grade_exercise(exercise)
                 report.duration = time.monotonic() - started
                 if progress:
@@ -311,28 +320,32 @@ class Grader:
         self._finish(report, started)
         return report
 
-    @property
-    def feedback_pending(self) -> int:
-        """How many failed checks `give_feedback` has feedback to work out for."""
-        return len(self._later)
-
-    def give_feedback(self, report: GradeReport) -> None:
+    def give_feedback(self, report: GradeReport,
+                      feedback_progress: Callable[[int], None] | None = None) -> None:
         """The feedback `grade_bank(..., feedback_later=True)` left out, written into its
         results: asked of new workers, the visible exercises' first, each side's apart as in
-        grading (gradcheck.grading.workers), the chain-rule walks in rounds (`_in_rounds`); no
-        score changes."""
+        grading (gradcheck.grading.workers); no score changes."""
         started = time.monotonic() - report.duration
         for shown in (True, False):
-            side = [item for item in self._later if details_shown(item[0]) == shown]
-            for _, result, later in side:
-                if later.give is not None:
-                    try:
-                        result.message, result.detail = later.give()
-                    except Exception:
-                        _fault(result)
-            self._in_rounds([item for item in side if item[2].steps is not None])
-        self._later = []
+            self._give_side(shown, feedback_progress)
         self._finish(report, started)
+
+    def _give_side(self, shown: bool, feedback_progress: Callable[[int], None] | None) -> None:
+        """Work out the feedback left for the failed checks of one side (shown: the visible
+        exercises), the chain-rule walks in rounds (`_in_rounds`)."""
+        side = [item for item in self._later if details_shown(item[0]) == shown]
+        if not side:
+            return
+        self._later = [item for item in self._later if details_shown(item[0]) != shown]
+        if feedback_progress is not None:
+            feedback_progress(len(side))
+        for _, result, later in side:
+            if later.give is not None:
+                try:
+                    result.message, result.detail = later.give()
+                except Exception:
+                    _fault(result)
+        self._in_rounds([item for item in side if item[2].steps is not None])
 
     def _in_rounds(self, walks: list[tuple[Exercise, CheckResult, Later]]) -> None:
         """Work out the chain-rule walks of one side's failed checks together, in rounds: each
@@ -1003,9 +1016,9 @@ def _load_key(path: str | Path) -> Any:
 def grade(submission: str | Path, exercises: str | Path | Iterable[str | Path] | None = None,
           *, strict: bool = False, progress: Progress | None = None, **options: Any
           ) -> GradeReport:
-    """Grade `submission` on a bank (default: the bundled one), every score first and then the
-    feedback of the failed checks, as `gradcheck grade` does: `progress` gets each exercise's
-    results as they are scored, and their messages gain their feedback after the last one."""
+    """Grade `submission` on a bank (default: the bundled one), each side's scores first and
+    then the feedback of its failed checks, as `gradcheck grade` does: `progress` gets each
+    exercise's results as they are scored, and their messages gain their feedback after."""
     prestart(options.get("key"), options.get("oracles"))
     try:
         try:

@@ -30,18 +30,21 @@ class Progress:
         self._say(f"grading {self.total} exercise{'s' * (self.total != 1)}: starting the "
                   "worker and the oracles")
 
-    def exercise_done(self, exercise_id: str, module: str) -> None:
+    def exercise_done(self, exercise_id: str, module: str, timed: bool = True) -> None:
+        """`timed` False for an exercise whose details are withheld: its worker chooses how
+        long it takes, which could spell out what it saw (`reports.shown_duration`)."""
         self.count += 1
-        spent = time.monotonic() - self.started
+        spent = f", {time.monotonic() - self.started:.1f} s" if timed else ""
         self._say(f"[{self.count}/{self.total}] {module + ': ' if module else ''}{exercise_id}"
-                  f" graded, {spent:.1f} s")
+                  f" graded{spent}")
 
     def feedback(self, checks: int) -> None:
-        """Every score is known; the feedback of `checks` failed checks is worked out next."""
+        """The feedback of `checks` failed checks is worked out next: the visible exercises',
+        before those whose details are withheld are graded, then any of those."""
         if checks:
             spent = time.monotonic() - self.started
-            self._say(f"every score known, {spent:.1f} s: working out the feedback of {checks} "
-                      f"failed check{'s' * (checks != 1)}")
+            self._say(f"[{self.count}/{self.total}] scored, {spent:.1f} s: working out the "
+                      f"feedback of {checks} failed check{'s' * (checks != 1)}")
 
     def close(self) -> None:
         """Clear the line on a terminal, so the report starts on a clean one."""
