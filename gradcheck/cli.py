@@ -17,7 +17,9 @@ import gc
 import importlib
 import os
 import shlex
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -78,11 +80,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     for add in SUBCOMMANDS:
         add(subparsers)
     args = parser.parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         return args.run(args)
     except KeyboardInterrupt:  # Ctrl-C: the reports written so far stay, marked unfinished
         print(f"gradcheck {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (a CI job cancelled, `timeout`) ends a run as Ctrl-C does: its workers stopped
+    and their folders removed, the reports so far kept and marked unfinished."""
+    raise KeyboardInterrupt
 
 
 def add_grade(subparsers: argparse._SubParsersAction) -> None:

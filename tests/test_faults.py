@@ -423,16 +423,15 @@ def test_writing_the_results_file_or_the_bank_changes_nothing_in_the_run(honest,
     assert (bank_dir / "a-product.exercise.yaml").read_text().startswith("id: forged")
 
 
-@pytest.mark.slow
-def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
-    """SIGKILL `gradcheck grade` while b-tanh hangs: results.json holds a-product, marked
-    unfinished, and the worker dies with the grader."""
+def stopped_in_a_hang(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, dict]:
+    """`gradcheck grade` sent `signum` while b-tanh hangs, once a-product is in results.json
+    (each worker's folder is made in TMPDIR, tmp_path); the ended process and its results."""
     bank_dir = write_bank(tmp_path / "bank")
     submission = armed(tmp_path, "hang_backward")
     results = tmp_path / "results.json"
     grader = subprocess.Popen(grade_command(submission, bank_dir, results, "--timeout", "60"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "TMPDIR": str(tmp_path)})  # for leftovers
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
@@ -442,15 +441,35 @@ def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
             time.sleep(0.1)
         time.sleep(1)  # well inside b-tanh's hanging backward
         assert grader.poll() is None
-        grader.send_signal(signal.SIGKILL)
-        grader.wait(timeout=30)
+        grader.send_signal(signum)
+        grader.wait(timeout=60)
     finally:
         grader.kill()
     data = read_results(results)
     assert data["output"].startswith("Grading did not finish")
     assert {t["name"].rsplit("(", 1)[1] for t in data["tests"]} == {"a-product)"}
     assert all(t["status"] == "passed" for t in data["tests"])
+    return grader, data
+
+
+@pytest.mark.slow
+def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
+    """SIGKILL `gradcheck grade` while b-tanh hangs: results.json holds a-product, marked
+    unfinished, and the worker dies with the grader."""
+    stopped_in_a_hang(tmp_path, signal.SIGKILL)
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_grader_stopped_by_sigterm_or_ctrl_c_cleans_up_and_keeps_its_results(tmp_path, signum):
+    """SIGTERM (a CI job cancelled, `timeout`) ends `gradcheck grade` as Ctrl-C does, while
+    b-tanh hangs: exit status 130, results.json as after a SIGKILL, and neither a worker process
+    nor a worker's folder is left behind (a SIGKILL removes none)."""
+    grader, _ = stopped_in_a_hang(tmp_path, signum)
+    assert grader.returncode == 130
+    assert grader.stderr.read().decode().rstrip().endswith("gradcheck grade: interrupted")
+    assert leftovers(tmp_path) == []
+    assert list(tmp_path.glob("gradcheck-worker-*")) == []
 
 
 # --- the worker as another user (tests/another_user.py) -----------------------------------------
