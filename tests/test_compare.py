@@ -204,6 +204,20 @@ def test_a_wrong_forward_value_is_reported_as_the_output():
     assert "numpy" in str(m)  # finite differences' forward pass is plain numpy
 
 
+def test_a_value_reported_as_none_is_wrong_not_left_ungraded():
+    """An answer without its value is not graded on its gradients alone: its gradients right
+    and its value missing fail the point, as a missing gradient does (the worker's replies
+    cannot say so: `wire.check_reply` refuses a result with neither a value nor an error)."""
+    program = parse("z = x.exp()", {"x": None})
+    points = [{"x": 1.0}]
+    results = compute(program, points, ["x"])
+    answers = _answers(results, ["x"])
+    answers[0]["value"] = None
+    grading = grade(program, points, ["x"], results, answers)
+    (m,) = grading.mismatches
+    assert not grading.passed and m.label == "z" and m.found is None and "found None" in str(m)
+
+
 def test_nan_passes_only_where_every_oracle_says_nan():
     program = parse("z = log(x)", {"x": None})
     points = [{"x": -1.0}, {"x": 2.0}]

@@ -446,6 +446,7 @@ def test_replies_of_every_kind_pass_the_check_and_forgeries_do_not():
               {"results": []},
               {"results": [{"value": 2.0, "grads": {"x": 2.0}, "error": "none"}]},
               {"results": [{"value": True, "grads": {"x": 2.0}, "error": None}]},
+              {"results": [{"value": None, "grads": {"x": 2.0}, "error": None}]},
               [1.0]]
     for reply in forged:
         with pytest.raises(wire.ProtocolError, match="^malformed reply"):

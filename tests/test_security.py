@@ -318,9 +318,10 @@ HUGE = "1" + "0" * 400
     b'{"reply": {"results": [{"value": 6.0, "grads": {"x": 3.0, "y": 2.0}, "error": null}], "'
     + b"k" * 1_000_000 + b'": 1}}',
     b'{"' + b"k" * 1_000_000 + b'": NaN}',
+    b'{"reply": {"results": [{"value": null, "grads": {"x": 3.0, "y": 2.0}, "error": null}]}}',
 ], ids=["unhashable-phase", "dict-phase", "nested-200k", "huge-value", "huge-grad",
         "fatal-types", "import-error-int", "not-utf8", "5000-digits", "long-message",
-        "huge-key", "huge-key-of-the-frame"])
+        "huge-key", "huge-key-of-the-frame", "value-left-out"])
 def test_a_malformed_frame_is_a_protocol_error_of_that_request_and_the_worker_goes_on(
         body, tmp_path):
     submission = tmp_path / "hostile.py"
@@ -341,6 +342,46 @@ def test_a_malformed_frame_is_a_protocol_error_of_that_request_and_the_worker_go
                 assert len(result["error"]["message"]) == 1000 + len(wire.CUT)
                 assert result["error"]["message"].endswith(wire.CUT)
 
+
+
+_VALUE_LEFT_OUT = """
+import math, sys
+sys.path.append({engines!r})
+import gradcheck.engine.handler as handler
+from tiny import Tensor, no_grad, tensor
+
+
+def _exp(self):  # the value wrong, the slope right
+    return self._unary("ExpBackward0", math.exp(self.data) + 1.0, math.exp(self.data))
+
+
+_at = handler._gradients_at
+
+
+def _without_value(*args):  # the wrong value left out of every gradients reply
+    result = _at(*args)
+    result["value"] = None
+    return result
+
+
+Tensor.exp = _exp
+handler._gradients_at = _without_value
+"""
+
+
+def test_an_answer_without_its_value_is_not_graded_on_its_gradients_alone(tmp_path):
+    """A worker's gradients result holds the output's value unless it holds an error: an
+    engine whose forward is wrong cannot leave the value out and be graded on its (right)
+    gradients. Each such reply is a protocol error of its check."""
+    from gradcheck.grading.grader import grade
+
+    submission = tmp_path / "no_value.py"
+    submission.write_text(_VALUE_LEFT_OUT.format(engines=str(ENGINES)))
+    exercise = bundled.bank_dir() / "06-operations" / "op-exp.exercise.yaml"
+    report = grade(submission, [exercise], seed=1, key=None)
+    gradient = [r for r in report.results if r.check in ("gradients", "sampled")]
+    assert gradient and all(r.status == "failed" and r.score == 0 for r in gradient)
+    assert all("malformed reply (value)" in r.message for r in gradient), gradient
 
 _DICTS = """
 import os, struct, sys

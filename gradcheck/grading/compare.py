@@ -473,8 +473,6 @@ def _wrong(q: Quantity, answers: _Answers) -> np.ndarray:
     if not q.reached:  # expected None: any number is wrong (reported once per point)
         wrong[:, 0] = present & answered
         return wrong
-    if q.name == "value":  # an engine that reports no value is graded on gradients alone
-        answered &= present
     close = q.tolerance.close(answers.values[q.name], q.expected)
     wrong = q.graded & ~(close & present[:, None]) & answered[:, None]
     if not wrong.any():
