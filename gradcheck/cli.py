@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for add in SUBCOMMANDS:
         add(subparsers)
     args = parser.parse_args(argv)
+    # (signal.signal gives None for a handler not set from Python, which it cannot set back)
     main_thread = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gradcheck {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
     finally:
-        if main_thread:
+        if before is not None:
             signal.signal(signal.SIGTERM, before)
 
 
