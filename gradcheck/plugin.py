@@ -90,6 +90,23 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+@pytest.hookimpl(trylast=True)  # after any plugin that reorders (pytest-randomly, --ff)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The checks of exercises whose details are withheld run last, in their order. A worker
+    that saw a hidden program can leave it where the next worker finds it (docs/security.md),
+    so no worker whose words reach the student may start after one: as `gradcheck grade`
+    grades the visible exercises first, whatever the bank's order."""
+    checks = [item for item in items if isinstance(item, CheckItem) and item.exercise]
+    if not checks:  # not a grading run
+        return
+    from gradcheck.grading.workers import details_shown
+
+    withheld = [item for item in checks if not details_shown(item.exercise)]
+    if withheld:
+        last = set(map(id, withheld))
+        items[:] = [item for item in items if id(item) not in last] + withheld
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     grading = session.config.stash.get(_SESSION, None)
     if grading is not None:

@@ -52,10 +52,10 @@ def test_each_check_is_an_item_and_a_broken_file_is_one(pytester, exercises):
                                            "exercises")
     result.stdout.fnmatch_lines([
         "exercises/broken.exercise.yaml::load",
-        "exercises/secret-cube.exercise.yaml::gradients",
         "exercises/square.exercise.yaml::gradients",
         "exercises/square.exercise.yaml::sampled",
         "exercises/square.exercise.yaml::graph",
+        "exercises/secret-cube.exercise.yaml::gradients",  # a hidden exercise's checks last
         "5 tests collected*",
     ])
 

@@ -679,6 +679,32 @@ def test_the_feedback_of_visible_exercises_comes_before_any_worker_sees_a_hidden
                and r.exercise_id.startswith("seen"))
 
 
+def test_the_pytest_plugin_grades_the_hidden_exercises_after_every_visible_one(tmp_path):
+    """pytest collects the bank in its files' order, here the hidden exercises first: the
+    plugin runs their checks last, so that no visible exercise's worker starts after a worker
+    that left the hidden programs on disk, and nothing of them reaches pytest's output or
+    results.json."""
+    drop = tmp_path / "drop.txt"
+    submission = tmp_path / "drop_and_tell.py"
+    submission.write_text(_DROP_AND_TELL.format(engines=str(ENGINES), drop=str(drop)))
+    bank = _leak_bank(tmp_path / "bank")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "gradcheck.plugin", "-p", "no:cacheprovider",
+         "-c", "/dev/null", "--rootdir", str(tmp_path), "--submission", str(submission),
+         "--gradcheck-seed", "1", "--results-json", str(tmp_path / "results.json"), "-v",
+         str(bank)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    ran = [line.split("::")[0] for line in run.stdout.splitlines()
+           if "::gradients " in line and line.endswith("%]")]  # -v: each item as it runs
+    assert [name.rpartition("-")[0].rpartition("/")[2] for name in ran] == \
+        ["3-seen", "4-seen", "5-seen", "0-late", "1-secret", "2-secret"], run.stdout
+    assert "x * 7.125" in drop.read_text()  # the hidden programs were asked, and left there
+    for text in (run.stdout, run.stderr, (tmp_path / "results.json").read_text()):
+        _assert_nothing_of_the_hidden(text)
+    seen = [test for test in json.loads((tmp_path / "results.json").read_text())["tests"]
+            if test["visibility"] == "visible"]
+    assert len(seen) == 3 and all("(ExpBackward0)" in test["output"] for test in seen)
+
+
 def test_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(tmp_path, capsys):
     out = _grade_leaky(tmp_path)
     student = [(out / name).read_text() for name in ("results.json", "junit.xml", "summary.md")]
@@ -705,8 +731,9 @@ def test_the_exercises_not_visible_are_graded_last_by_a_fresh_worker(tmp_path):
 
 
 def test_a_shown_worker_after_a_withheld_one_is_forked_by_a_new_zygote():
-    """In pytest's order a visible exercise may come after a hidden one: its worker is then
-    forked by a zygote that no worker of the withheld side could reach."""
+    """Driven exercise by exercise (`Grader.grade_exercise`), a visible exercise may come after
+    a hidden one: its worker is then forked by a zygote that no worker of the withheld side
+    could reach."""
     from gradcheck.grading.workers import Workers
 
     exercises = {e.id: e for e in load_bank(bundled.bank_dir()).exercises}

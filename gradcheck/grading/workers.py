@@ -9,9 +9,11 @@ are graded by one worker, and every other exercise by another, started afresh (i
 TMPDIR, nothing carried over) once the first is closed. What the second says (its import
 failure and its printed output) is kept apart, for the instructor's reports only
 (`GradeReport.withheld`); the reports show its checks' pass or fail and points alone
-(`gradcheck.reports.shown_message`). Should a visible exercise come after such an exercise (the
-pytest plugin grades in pytest's order), the shown side gets a new worker too: no restart brings
-a tainted worker's files or processes back to a worker whose words are shown.
+(`gradcheck.reports.shown_message`). Every grading command grades the visible exercises first
+(the pytest plugin runs the others' items last); should a visible exercise come after such an
+exercise all the same (`grade --watch`'s feedback, a caller of `Grader.grade_exercise`), the
+shown side gets a new worker too: no restart brings a tainted worker's files or processes back
+to a worker whose words are shown.
 """
 
 from __future__ import annotations
