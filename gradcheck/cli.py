@@ -43,7 +43,7 @@ from gradcheck.grading.grader import (
 )
 from gradcheck.grading.plan import oracle_list
 from gradcheck.grading.results import CheckResult, GradeReport
-from gradcheck.reports import details_shown, explain, github
+from gradcheck.reports import details_shown, explain, github, printable
 from gradcheck.reports.gradescope import ResultsFile, write_results_json
 from gradcheck.reports.html import write_html
 from gradcheck.reports.junit import write_junit
@@ -230,7 +230,22 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
     """Grade `bank` at `seed` (None: a new one) with `key`, write every requested report and
     print the summary; the exit status, and the report when grading ran. `live`: the key only
     saves the oracles' work, so the submission is run as in a live grading. `scored`: given the
-    report once every score is known, before the feedback of failed checks is worked out."""
+    report once every score is known, before the feedback of failed checks is worked out. With
+    --github, no line printed meanwhile is taken for a workflow command but gradcheck's own
+    annotations (`github.stop_commands`)."""
+    if not args.github:
+        return _grade_and_report(args, bank, seed, key, live, scored)
+    github.stop_commands()
+    try:
+        return _grade_and_report(args, bank, seed, key, live, scored)
+    finally:
+        github.print_commands()
+
+
+def _grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
+                      key: str | answer_key.Key | None, live: bool,
+                      scored: Callable[[GradeReport], None] | None
+                      ) -> tuple[int, GradeReport | None]:
     so_far = GradeReport(submission=args.submission, seed=seed or 0)
     results_file = ResultsFile(args.results_json) if args.results_json else None
     shown = Progress(None if args.quiet else sys.stderr, len(bank.exercises))
@@ -280,8 +295,8 @@ def grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
     _warn_ungraded(report, args)
     if args.github:
         github.append_step_summary(report, show_hidden=args.show_hidden)
-        sys.stdout.write(github.annotate(report, resolve_submission(args.submission),
-                                            show_hidden=args.show_hidden))
+        github.print_commands(github.annotate(report, resolve_submission(args.submission),
+                                              show_hidden=args.show_hidden))
     if args.fail_under is not None and report.score < args.fail_under:
         return UNDER_THRESHOLD, report
     return 0, report
@@ -330,7 +345,7 @@ def _cannot_run(args: argparse.Namespace, problem: str, report: GradeReport | No
     """Say why grading could not run, and still leave a results file that says so."""
     print(f"gradcheck grade: {problem}", file=sys.stderr)
     if args.github:
-        sys.stdout.write(github.error_line("gradcheck could not grade", problem))
+        github.print_commands(github.error_line("gradcheck could not grade", problem))
     if args.results_json:
         report = report or GradeReport(submission=args.submission, seed=args.seed or 0)
         write_results_json(report, args.results_json,
@@ -382,7 +397,7 @@ def reproduction(args: argparse.Namespace, seed: int) -> str:
         words += ["--oracles", ",".join(args.oracles)]
     if args.timeout:
         words += ["--timeout", f"{args.timeout:g}"]
-    return shlex.join(words + ["--seed", str(seed)])
+    return printable(shlex.join(words + ["--seed", str(seed)]), one_line=True)
 
 
 def _positive(text: str) -> float:

@@ -19,7 +19,7 @@ import pytest
 
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.score import check_points
-from gradcheck.reports import points, shown_message
+from gradcheck.reports import points, printable, shown_message
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
 from gradcheck.reports.terminal import total_line
 
@@ -219,10 +219,12 @@ class CheckItem(pytest.Item):
         grading = self.config.stash[_SESSION]
         results = grading.results(self.path, self.exercise, self.error)
         result = {r.check: r for r in results}[self.name]
+        # what the engine said, escaped: pytest prints it raw, in the summary's line too
+        message = printable(shown_message(result, grading.show_hidden))
         if result.status == "skipped":
-            pytest.skip(shown_message(result, grading.show_hidden))
+            pytest.skip(message)
         if result.status != "passed":
-            raise CheckFailed(result, shown_message(result, grading.show_hidden))
+            raise CheckFailed(result, message)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:

@@ -77,6 +77,31 @@ def test_a_batch_with_crashing_and_hanging_engines_completes_with_every_row(fold
                   if line.startswith("[")) == [f"[{i}/6" for i in range(1, 7)]
 
 
+def test_a_submission_named_as_a_formula_or_not_in_utf8_gets_its_row(tmp_path):
+    """Submissions are files students name. The gradebook keeps every name as text: a spreadsheet
+    would run one that begins with = (here, a link that scores 100), and a name that is not UTF-8
+    stopped the batch. The progress line shows a name's control characters escaped."""
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    names = ['=HYPERLINK("evil.example","0")+100.py', "bob\udcff.py",
+             "ok\033[2J\r[9 of 9] forged.py"]
+    for name in names:
+        shutil.copy(ENGINES / "tiny.py", subs / name)
+    bank = write_bank(tmp_path / "bank")
+    run = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "grade-batch", str(subs), "-j", "1", "--out",
+         str(tmp_path / "out"), "--exercises", str(bank), "--seed", "5"],
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    with open(tmp_path / "out" / "gradebook.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["submission"] for row in rows] == [
+        '\'=HYPERLINK("evil.example","0")+100.py', "bob\\xff.py",
+        "ok\\x1b[2J\\x0d[9 of 9] forged.py"]
+    assert all(row["status"] == "graded" and float(row["score"]) == 5 for row in rows)
+    assert "\033" not in run.stderr and "\r" not in run.stderr
+
+
 def test_bad_arguments_are_refused_before_any_grading(folder, tmp_path, capsys):
     assert main(["grade-batch", str(folder), "--out", str(folder / "out")]) == 2
     assert "is inside" in capsys.readouterr().err

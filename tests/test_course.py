@@ -182,6 +182,56 @@ def test_workflow_grades_the_starter_reference_and_a_broken_engine(workflow, stu
     assert "::error file=engine.py,line=4,title=your engine could not be imported::" in done.stdout
 
 
+#: an engine that says what GitHub's runner would take for workflow commands: a forged notice
+#: and a mask at import, indented as gradcheck's summary indents what an engine printed, and the
+#: old form `##[...]`, which the runner finds anywhere in a line, in an exception's message
+_COMMANDING = """
+print("::notice title=gradcheck::4/4: every check passed")
+print("    ::add-mask::failed")
+print("::stop-commands::forged")
+print("\\033[2J\\033]0;title\\007")
+
+
+def _pow(self, other):
+    raise RuntimeError("broken ##[error]forged in pow \\033[2J")
+
+
+Tensor.__pow__ = _pow
+"""
+
+
+def _commands(output: str) -> list[str]:
+    """The lines of a step's output that GitHub's runner takes for workflow commands (its
+    ActionCommandManager): a line that begins with `::` once its leading blanks are gone, or holds
+    `##[` anywhere; while commands are stopped, only the line with their token, which resumes."""
+    taken, token = [], None
+    for line in output.splitlines():
+        text = line.lstrip()
+        if token is not None:
+            if text == f"::{token}::":
+                token = None
+            continue
+        if text.startswith("::stop-commands::"):
+            token = text.removeprefix("::stop-commands::")
+        if text.startswith("::") or "##[" in line:
+            taken.append(text)
+    return taken
+
+
+@pytest.mark.slow
+def test_no_word_of_the_engine_is_taken_for_a_workflow_command(workflow, student, tmp_path):
+    (student / ENGINE).write_text((reference_path() / "__init__.py").read_text() + _COMMANDING)
+    done = _run_workflow_grading(workflow, student, tmp_path / "summary.md")
+    assert "every check passed" in done.stdout and "##[error]forged" in done.stdout  # shown
+    taken = _commands(done.stdout)
+    assert taken[0].startswith("::stop-commands::") and len(taken[0]) == 17 + 32
+    errors = taken[1:]
+    assert errors and all(line.startswith("::error file=exercises/02-backward/chain-rule")
+                          for line in errors), errors
+    assert "\033" not in done.stdout + done.stderr
+    assert not _commands(done.stderr)
+
+
 # --- annotations --------------------------------------------------------------------------------
 
 

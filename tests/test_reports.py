@@ -14,7 +14,7 @@ import pytest
 from grading_samples import SCHEMA
 
 from gradcheck.grading.results import CheckResult, GradeReport
-from gradcheck.reports import WITHHELD, atomic_write
+from gradcheck.reports import WITHHELD, atomic_write, printable
 from gradcheck.reports.gradescope import (
     UNFINISHED,
     ResultsFile,
@@ -64,6 +64,8 @@ def test_results_json_validates_against_gradescopes_schema():
     jsonschema.Draft7Validator(SCHEMA).validate(data)
     assert data["score"] == 1.34 + 1.33 + 0.5
     assert data["visibility"] == "visible" and data["stdout_visibility"] == "hidden"
+    # what the engine printed is shown as text, whatever Gradescope's default format
+    assert data["output_format"] == data["test_output_format"] == "text"
     # the report has hidden checks: the time given is the visible checks' alone
     assert data["execution_time"] == 1.5
 
@@ -397,6 +399,30 @@ def test_markdown_summary_has_totals_a_table_and_folded_failures():
     assert "3 failed checks belong to exercises whose details are not shown." in text
     assert ("<code>chain-rule::sampled</code> chain-rule sampled "
             "(<code>exercises/chain.exercise.yaml:7</code>)") in text
+
+
+def test_printable_writes_out_what_could_drive_a_terminal_or_hide_text():
+    said = "a\tb\nc\033[2J\r\x9b\x7f\u202edessap\u2066\u200b\u2028" + b"bob\xff".decode(
+        "utf-8", "surrogateescape")
+    assert printable(said) == ("a\tb\nc\\x1b[2J\\x0d\\x9b\\x7f\\u202edessap\\u2066\\u200b"
+                               "\\u2028bob\\xff")
+    assert printable("a\tb\nc", one_line=True) == "a\\x09b\\x0ac"
+    assert printable("naïve → ∂z/∂x, 勾配") == "naïve → ∂z/∂x, 勾配"  # text, not controls
+
+
+def test_a_submission_named_to_forge_a_line_stays_in_its_own(tmp_path):
+    """A file name can hold anything but / and NUL: a return, a heading, bytes that are not
+    UTF-8. Every report names the submission on one line, and can be written at all."""
+    name = "evil\r## gradcheck: 9 / 9 points\r\033[2J" + b"\xff.py".decode("utf-8",
+                                                                          "surrogateescape")
+    report = make_report()
+    report.submission = name
+    markdown = render_markdown(report)
+    assert not [line for line in markdown.splitlines() if line.startswith("## gradcheck: 9")]
+    assert "evil\\x0d## gradcheck: 9 / 9 points\\x0d\\x1b[2J\\xff.py" in markdown
+    for text in (markdown, render_html(report), render_terminal(report)):
+        text.encode("utf-8")  # no surrogate left in
+        assert not {"\r", "\033"} & set(text)
 
 
 def test_markdown_keeps_a_message_with_backticks_and_pipes_intact():

@@ -517,6 +517,42 @@ def test_a_worker_killed_by_any_signal_fails_its_request_by_name(tmp_path):
                                          "in the forward pass")
 
 
+#: an engine whose `*` raises with words that would drive a terminal: clear it, set its title,
+#: reorder the text (a bidi override), return to the line's start and write over the verdict
+_ESCAPING = """
+def _mul(self, other):
+    raise RuntimeError("\\033[2J\\033]0;title\\007 all passed \\u202edessap\\rforged")
+
+
+Tensor.__mul__ = _mul
+"""
+
+
+def test_no_command_passes_on_what_an_engine_says_to_the_terminal(tmp_path):
+    """What gradcheck prints besides its summary (`explain`, the pytest plugin, `fuzz`) escapes
+    an engine's control characters as the summary does: a message is shown, never obeyed."""
+    from gradcheck.bank.bundled import reference_path
+
+    engine = tmp_path / "escaping.py"
+    engine.write_text((reference_path() / "__init__.py").read_text() + _ESCAPING)
+    exercise = str(bundled.bank_dir() / "06-operations" / "op-mul.exercise.yaml")
+    runs = {
+        "explain": ["-m", "gradcheck", "explain", exercise, "--submission", str(engine),
+                    "--seed", "1"],
+        "pytest": ["-m", "pytest", "-p", "no:cacheprovider", "-c", "/dev/null", "--rootdir",
+                   str(tmp_path), "--submission", str(engine), "--gradcheck-seed", "1", exercise],
+        "fuzz": ["-m", "gradcheck", "fuzz", str(engine), "--seed", "1", "--examples", "20",
+                 "--ops", "mul", "--max-steps", "0"],
+    }
+    for name, command in runs.items():
+        run = subprocess.run([sys.executable, *command], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=600)
+        said = run.stdout + run.stderr
+        # (a message's first line is shown: the return to the line's start ends it)
+        assert "\\x1b[2J\\x1b]0;title\\x07 all passed \\u202edessap" in said, (name, said)
+        assert not {"\033", "\007", "\r", "\u202e"} & set(said), name
+
+
 # --- hidden exercises -------------------------------------------------------------------------
 
 from gradcheck import cli  # noqa: E402

@@ -58,7 +58,7 @@ from gradcheck.engine.sandbox import preflight
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import DEFAULT_TOTAL_TIMEOUT, GraderError
 from gradcheck.grading.score import total
-from gradcheck.reports import atomic_write
+from gradcheck.reports import atomic_write, printable
 
 GRADEBOOK = "gradebook.csv"
 COLUMNS = ("submission", "score", "max", "status", "time")
@@ -134,7 +134,8 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
             stamp.write(out / row.submission)
             book.write(_gradebook_lines([row]))
             book.flush()
-            print(f"[{done}/{len(entries)}] {row.submission}: {row.score:g}/{row.max:g} "
+            print(f"[{done}/{len(entries)}] {printable(row.submission, one_line=True)}: "
+                  f"{row.score:g}/{row.max:g} "
                   f"{row.status} in {row.time:.1f} s" + (f" ({row.note})" if row.note else ""),
                   file=sys.stderr)
     _write_gradebook(out / GRADEBOOK, [rows[entry.name] for entry in entries])
@@ -273,8 +274,18 @@ def _gradebook_lines(rows: list[Row | tuple[str, ...]]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     for row in rows:
         writer.writerow(row if isinstance(row, tuple) else [
-            row.submission, f"{row.score:g}", f"{row.max:g}", row.status, f"{row.time:.2f}"])
+            _cell(row.submission), f"{row.score:g}", f"{row.max:g}", row.status,
+            f"{row.time:.2f}"])
     return buffer.getvalue()
+
+
+def _cell(name: str) -> str:
+    """A submission's name as the gradebook holds it: escaped as `printable` escapes it (a name
+    that is not UTF-8 could not be written at all), and never a formula. A spreadsheet runs a
+    cell that begins with = + - or @ (`=HYPERLINK(...)`); a quote before it, as spreadsheets
+    themselves write a text that looks like one, keeps it text."""
+    name = printable(name, one_line=True)
+    return f"'{name}" if name.startswith(("=", "+", "-", "@")) else name
 
 
 # --- the command --------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from gradcheck.bank.schema import schema_comment
 from gradcheck.engine.sandbox import Failure, Worker
 from gradcheck.grading import fuzzing
 from gradcheck.grading.grader import DEFAULT_MEMORY_MB, GraderError, resolve_submission
-from gradcheck.reports import atomic_write
+from gradcheck.reports import atomic_write, printable
 
 FOUND = 1
 CANNOT_RUN = 2
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                                 at_seed=at_seed, examples=args.examples, ops=args.ops,
                                 max_operations=args.max_operations, max_steps=args.max_steps,
                                 oracles=fuzzing.available())
-    print(summary(result, at_seed, args.submission))
+    print(printable(summary(result, at_seed, args.submission)))
     if args.report_json:
         atomic_write(args.report_json, json.dumps(report(result), indent=2) + "\n")
     if args.emit_exercise and result.found:

@@ -12,6 +12,7 @@ instructor. What the worker of the visible exercises printed is shown to all.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tempfile
 from dataclasses import dataclass
@@ -28,6 +29,31 @@ WITHHELD = "Details are not shown for this exercise."
 #: and GitHub's limits, about 1 MB for a step summary)
 MAX_SHOWN = 4_000
 MAX_OUTPUT = 50_000
+
+
+#: what could drive a terminal or mislead its reader, in text an engine or a file name chose:
+#: control characters (ANSI and OSC escapes, carriage returns, backspaces), the marks that
+#: reorder or hide text (bidi overrides and isolates, zero-width spaces), Unicode's line and
+#: paragraph separators, and the surrogates a file name that is not UTF-8 is read into
+_UNPRINTABLE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+_UNPRINTABLE_TEXT = re.compile(f"[{_UNPRINTABLE}]")
+_UNPRINTABLE_LINE = re.compile(f"[\t\n{_UNPRINTABLE}]")
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """`text` with every character `_UNPRINTABLE` names written out as an escape (`\\x1b`,
+    `\\u202e`; a byte a file name holds that is not UTF-8, as `\\xff`), and newlines and tabs
+    too if `one_line`. Whatever a submission says (an exception's message, a grad_fn's name, what
+    it prints, its file's name) passes through it before a terminal, a CI log or a one-line
+    field shows it, so that it cannot clear the screen, forge a line or hide one."""
+    return (_UNPRINTABLE_LINE if one_line else _UNPRINTABLE_TEXT).sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte Python read from a name that is not UTF-8
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> None:
@@ -226,7 +252,8 @@ def exercise_place(r: CheckResult) -> str:
 
 def reproduce_command(report: GradeReport) -> str:
     """The one-line command that grades the same submission at the same seed."""
-    return shlex.join(["gradcheck", "grade", report.submission, "--seed", str(report.seed)])
+    return printable(shlex.join(["gradcheck", "grade", report.submission, "--seed",
+                                 str(report.seed)]), one_line=True)
 
 
 def withheld_note(report: GradeReport, show_hidden: bool = False) -> str:

@@ -41,7 +41,7 @@ from gradcheck.grading.grader import (
 )
 from gradcheck.grading.plan import GRADIENT_CHECKS, oracle_list, sample_seed, torch_request
 from gradcheck.grading.results import CheckResult
-from gradcheck.reports import beside, graph_picture, points
+from gradcheck.reports import beside, graph_picture, points, printable
 
 CANNOT_RUN = 2  # as `gradcheck grade`
 DEPARTS = 1  # the submission departs from torch, or could not run
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if graded is not None:
         out += graph_nodes(graded.results)
         out.append(verdicts(graded.results, exercise, seed, args))
-    print("\n\n".join(part for part in out if part))
+    print(printable("\n\n".join(part for part in out if part)))  # the engine's words, escaped
     if args.graph and truth is not None:
         try:
             graph_picture.draw(truth, args.graph, found, finding)

@@ -2,19 +2,27 @@
 
 GitHub turns a line `::error file=F,line=N,title=T::message` printed by a step into an annotation
 on line N of file F (paths relative to the repository's root, the job's working folder), and
-shows the Markdown appended to the file named by $GITHUB_STEP_SUMMARY on the run's page. Each
-annotation is one line, with its newlines escaped, so that no message (an engine's exception text
-included) can start a workflow command of its own.
+shows the Markdown appended to the file named by $GITHUB_STEP_SUMMARY on the run's page.
+
+The runner reads every line of the step's output for a command: one that begins with `::` once
+its leading blanks are gone, or holds `##[` anywhere. So while gradcheck grades and prints its
+summary, where an engine's words appear (what it printed, its exceptions' messages, its grad_fn
+names), commands are stopped with a token made for the run and printed nowhere else
+(`stop_commands`); they resume just before gradcheck's own annotations (`print_commands`). Each
+annotation is one line, its newlines and control characters escaped, so that no message can
+start a command of its own either.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
+import sys
 from pathlib import Path
 
 from gradcheck.grading.results import GradeReport
-from gradcheck.reports import failures, shown_message
+from gradcheck.reports import failures, printable, shown_message
 from gradcheck.reports.markdown import render_markdown
 
 _FRAME = re.compile(r'File "([^"\n]+)", line (\d+)')
@@ -34,6 +42,30 @@ def annotate(report: GradeReport, submission: Path | None = None, *,
     return "".join(error_line(f"{r.title} ({r.exercise_id})", shown_message(r, show_hidden),
                               _relative(r.file), r.line)
                    for r in failures(report))
+
+
+#: the token that resumes workflow commands, while they are stopped (`stop_commands`)
+_stopped: list[str] = []
+
+
+def stop_commands() -> None:
+    """Have the runner take no line for a command until `print_commands` (`::stop-commands::`)."""
+    if not _stopped:
+        _stopped.append(secrets.token_hex(16))
+        _write(f"::stop-commands::{_stopped[0]}\n")
+
+
+def print_commands(text: str = "") -> None:
+    """Print gradcheck's own workflow commands, resuming commands first if they are stopped."""
+    if _stopped:
+        text = f"::{_stopped.pop()}::\n{text}"
+    if text:
+        _write(text)
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()  # before anything the grading prints on stderr
 
 
 def error_line(title: str, message: str, file: str = "", line: int = 0) -> str:
@@ -81,7 +113,7 @@ def _relative(file: str) -> str:
 
 
 def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _property(text: str) -> str:

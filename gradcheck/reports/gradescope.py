@@ -50,6 +50,11 @@ def results_json(report: GradeReport, *, incomplete: str = "") -> dict[str, Any]
         "score": report.score,
         "execution_time": round(shown_duration(report), 2),
         "output": cut(_summary(report, incomplete), MAX_SUMMARY),
+        # plain text, said rather than left to the platform's default: the summary holds what
+        # the submission printed, and a check's message what it raised (a side-by-side table,
+        # escaped, is the one output in HTML, `_test`)
+        "output_format": "text",
+        "test_output_format": "text",
         "visibility": "visible",
         # The grader's own stdout is a log for the instructor, not feedback.
         "stdout_visibility": "hidden",

@@ -35,6 +35,7 @@ from gradcheck.reports import (
     explain,
     graph_picture,
     points,
+    printable,
     reproduce_command,
     root_causes,
     shown_duration,
@@ -66,7 +67,7 @@ def render_html(report: GradeReport, *, show_hidden: bool = False, command: str 
     """The whole page as text."""
     exercises: dict[str, Exercise | str] = {}  # file -> its exercise, or why it cannot load
     body = [f"<h1>gradcheck: {points(report.score)} / {points(report.max_score)} points</h1>",
-            f"<p>Submission <code>{_e(report.submission)}</code> · seed {report.seed} · "
+            f"<p>Submission <code>{_e(printable(report.submission, one_line=True))}</code> · seed {report.seed} · "
             f"{shown_duration(report, show_hidden):.1f} s</p>"]
     if report.import_error:
         body += ["<h2>The submission could not be imported</h2>",

@@ -16,6 +16,7 @@ from gradcheck.reports import (
     exercise_place,
     failures,
     points,
+    printable,
     reproduce_command,
     root_causes,
     shown_duration,
@@ -90,4 +91,4 @@ def _fold(summary: str, body: str, open_: bool = False) -> list[str]:
 
 def _cell(text: str) -> str:
     """Text that stays inside one table cell (or inline code span)."""
-    return text.replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    return printable(text.replace("\n", " "), one_line=True).replace("|", "\\|").replace("`", "'")

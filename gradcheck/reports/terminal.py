@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 from gradcheck.grading.results import GradeReport
@@ -13,6 +12,7 @@ from gradcheck.reports import (
     exercise_place,
     failures,
     points,
+    printable,
     reproduce_command,
     root_causes,
     shown_duration,
@@ -22,8 +22,6 @@ from gradcheck.reports import (
 )
 
 _COLOURS = {"passed": "32", "partial": "33", "failed": "31"}  # green, yellow, red
-# Control characters other than newline and tab, which could drive the terminal (ANSI escapes).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def render_terminal(report: GradeReport, *, colour: bool = False, show_hidden: bool = False,
@@ -107,5 +105,5 @@ def _count(number: int, noun: str) -> str:
 
 def _indent(text: str, prefix: str = "    ") -> str:
     """A block of text from the grader or the engine, indented, its control characters escaped."""
-    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.rstrip("\n"))
+    shown = printable(text.rstrip("\n"))
     return textwrap.indent(shown or "(no message)", prefix)
