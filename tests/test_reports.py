@@ -412,10 +412,11 @@ def test_printable_writes_out_what_could_drive_a_terminal_or_hide_text():
 
 def test_a_submission_named_to_forge_a_line_stays_in_its_own(tmp_path):
     """A file name can hold anything but / and NUL: a return, a heading, bytes that are not
-    UTF-8. Every report names the submission on one line, and can be written at all."""
+    UTF-8. Every report names the submission on one line, and can be written at all; no report
+    holds a control character the engine printed, even in a file only a browser should read."""
     name = "evil\r## gradcheck: 9 / 9 points\r\033[2J" + b"\xff.py".decode("utf-8",
                                                                           "surrogateescape")
-    report = make_report()
+    report = make_report(output="\033[2J printed\n")
     report.submission = name
     markdown = render_markdown(report)
     assert not [line for line in markdown.splitlines() if line.startswith("## gradcheck: 9")]
@@ -423,13 +424,15 @@ def test_a_submission_named_to_forge_a_line_stays_in_its_own(tmp_path):
     for text in (markdown, render_html(report), render_terminal(report)):
         text.encode("utf-8")  # no surrogate left in
         assert not {"\r", "\033"} & set(text)
+        assert "\\x1b[2J printed" in text  # and what it printed, escaped in every format
 
 
 def test_markdown_keeps_a_message_with_backticks_and_pipes_intact():
     text = render_markdown(make_report())
     message = make_report().results[1].message
-    # The message holds a run of three backticks, so the block is fenced with four.
-    assert f"````text\n{message}\n````" in text
+    # The message holds a run of three backticks, so the block is fenced with four; its NUL
+    # byte is written out.
+    assert f"````text\n{message}\n````".replace("\x00", "\\x00") in text
 
 
 def test_markdown_withholds_hidden_details_unless_asked():

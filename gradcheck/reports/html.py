@@ -217,7 +217,9 @@ def _label(label: str) -> str:
 
 
 def _e(text: str) -> str:
-    return html.escape(text, quote=True)
+    """Text as HTML, its control characters escaped too (`printable`): harmless in a browser,
+    not in a terminal that shows the file."""
+    return html.escape(printable(text), quote=True)
 
 
 def _code(text: str) -> str:

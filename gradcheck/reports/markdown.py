@@ -82,7 +82,9 @@ def write_markdown(report: GradeReport, path: str | os.PathLike[str], *,
 
 
 def _fold(summary: str, body: str, open_: bool = False) -> list[str]:
-    """A <details> block whose body is shown verbatim, whatever backticks it contains."""
+    """A <details> block whose body is shown verbatim, whatever backticks it contains, its
+    control characters escaped (the file is read in terminals too)."""
+    body = printable(body)
     longest = max((len(run) for run in re.findall("`+", body)), default=0)
     fence = "`" * max(3, longest + 1)
     return [f"<details{' open' if open_ else ''}><summary>{summary}</summary>", "",
