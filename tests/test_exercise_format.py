@@ -57,7 +57,9 @@ def test_rendered_problem_is_file_line_field_message(bank):
 
 
 def test_good_files_load_beside_broken_ones(bank):
-    assert [e.id for e in bank.exercises] == ["two-inputs"]
+    # of two files with one id, the first keeps it: a repeated id breaks only the later file
+    assert [e.id for e in bank.exercises] == ["same-id", "two-inputs"]
+    assert bank.exercises[0].title == "Two files, one id (a)"
     assert {p for p, _ in bank.broken} == set(BROKEN)
 
 
@@ -68,7 +70,7 @@ def test_only_exercise_suffix_is_collected():
 
 
 def test_yaml_1_2_scalars_reach_the_model(bank):
-    exercise = bank.exercises[0]
+    exercise = next(e for e in bank.exercises if e.id == "two-inputs")
     assert exercise.hint == "no"  # YAML 1.1 would have made this False
     assert exercise.tolerance.fd.atol == 1e-6 and exercise.tolerance.fd.rtol == 1e-5
 
@@ -82,7 +84,7 @@ def test_strict_stops_at_the_first_broken_file():
 def test_strict_also_stops_on_duplicate_ids(tmp_path):
     for name in ("dup-id-a", "dup-id-b"):
         shutil.copy(BANK / f"{name}{SUFFIX}", tmp_path)
-    with pytest.raises(ExerciseError, match="also used by"):
+    with pytest.raises(ExerciseError, match="already used by"):
         load_bank(tmp_path, strict=True)
 
 

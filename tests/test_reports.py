@@ -50,7 +50,7 @@ def make_report(output="", import_error="", withheld=""):
         result("secret-cube", "behaviour", "error", 0.0, 1.0, SECRET, visibility="hidden",
                topic="03-graph"),
         result("late-one", "gradients", "failed", 0.0, 1.5, LATER, visibility="after_due_date"),
-        result("skipper", "answers", "skipped", 0.5, 0.5, "jax is not installed"),
+        result("skipper", "answers", "skipped", 0.0, 0.5, "jax is not installed"),
         result("broken", "load", "error", 0.0, 0.0,
                "exercises/broken.exercise.yaml:4: points: give a number, not 'four'"),
     ])
@@ -62,7 +62,7 @@ def make_report(output="", import_error="", withheld=""):
 def test_results_json_validates_against_gradescopes_schema():
     data = results_json(make_report(output="hello from the engine\n", import_error="Traceback"))
     jsonschema.Draft7Validator(SCHEMA).validate(data)
-    assert data["score"] == 1.34 + 1.33 + 0.5
+    assert data["score"] == 1.34 + 1.33
     assert data["visibility"] == "visible" and data["stdout_visibility"] == "hidden"
     # what the engine printed is shown as text, whatever Gradescope's default format
     assert data["output_format"] == data["test_output_format"] == "text"
@@ -217,7 +217,7 @@ def test_junit_has_one_testcase_per_check_and_parses(tmp_path):
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors"),
             suite.get("skipped")) == ("8", "3", "2", "1")
     props = {p.get("name"): p.get("value") for p in suite.find("properties")}
-    assert props["seed"] == "1234" and props["score"] == "3.17"
+    assert props["seed"] == "1234" and props["score"] == "2.67"
     assert suite.find("system-err").text == "Traceback: boom"
 
 
@@ -247,15 +247,15 @@ def test_terminal_table_groups_exercises_by_module_with_subtotals_then_the_total
     text = render_terminal(make_report())
     lines = text.splitlines()
     assert lines[0].split() == ["module", "/", "exercise", "points", "status"]
-    assert lines[1].split() == ["02-backward", "3.17/6"]  # a mixed module lists its exercises
+    assert lines[1].split() == ["02-backward", "2.67/6"]  # a mixed module lists its exercises
     assert lines[2].split() == ["chain-rule", "2.67/4", "partial"]
     assert lines[3].split() == ["late-one", "0/1.5", "failed"]
-    assert lines[4].split() == ["skipper", "0.5/0.5", "passed"]
+    assert lines[4].split() == ["skipper", "0/0.5", "skipped"]  # never a pass
     # a module whose exercises all failed (or all passed) is its subtotal alone
     assert lines[6].split() == ["03-graph", "0/3", "1", "exercise,", "none", "passed"]
-    assert "total 3.17/9  (5 exercises in 2 modules, seed 1234, 1.5 s)" in text
+    assert "total 2.67/9  (5 exercises in 2 modules, seed 1234, 1.5 s)" in text
     assert "\033[" not in text
-    assert total_line(make_report()) == "3.17/9 (seed 1234)\n"
+    assert total_line(make_report()) == "2.67/9 (seed 1234)\n"
     passing = GradeReport(submission="e.py", seed=1, results=[
         result(f"ex{i}", "gradients", "passed", 1.0, 1.0, topic=f"0{i % 2}") for i in range(4)])
     assert [line.split() for line in render_terminal(passing).splitlines()[1:3]] == [
@@ -387,14 +387,15 @@ def test_terminal_shows_failure_messages_but_not_hidden_ones_unless_instructor()
 
 def test_markdown_summary_has_totals_a_table_and_folded_failures():
     text = render_markdown(make_report())
-    assert text.startswith("## gradcheck: 3.17 / 9 points\n")
-    assert "seed 1234" in text and "5 exercises, 4 not fully passed" in text
+    assert text.startswith("## gradcheck: 2.67 / 9 points\n")
+    assert "seed 1234" in text and "5 exercises, 5 not fully passed" in text
+    assert "| `skipper` | 0 / 0.5 | ⚪ skipped |" in text  # a check not graded is never a pass
     rows = [line for line in text.splitlines() if line.startswith("| ")]
-    assert rows[1:4] == ["| **02-backward** | **3.17 / 6** | |",
+    assert rows[1:4] == ["| **02-backward** | **2.67 / 6** | |",
                          "| `chain-rule` | 2.67 / 4 | 🟡 partial |",
                          "| `late-one` | 0 / 1.5 | ❌ failed |"]
     assert rows[6:] == ["| **03-graph** | **0 / 3** | |", "| `secret-cube` | 0 / 3 | ❌ failed |",
-                        "| **Total** | **3.17 / 9** | |"]
+                        "| **Total** | **2.67 / 9** | |"]
     assert text.count("<details>") == 2  # the failed and errored checks whose details show
     assert "3 failed checks belong to exercises whose details are not shown." in text
     assert ("<code>chain-rule::sampled</code> chain-rule sampled "

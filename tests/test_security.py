@@ -741,6 +741,39 @@ def test_the_pytest_plugin_grades_the_hidden_exercises_after_every_visible_one(t
     assert len(seen) == 3 and all("(ExpBackward0)" in test["output"] for test in seen)
 
 
+def test_a_hidden_exercise_that_cannot_be_loaded_shows_students_nothing_of_it(tmp_path, capsys):
+    """A broken file's problems quote its program and hints. They reach students only when the
+    file says it is visible; a hidden one's, or one whose visibility cannot be read (a YAML
+    error), are withheld as a hidden exercise's messages are, and the instructor sees them."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    (bank / "a-seen.exercise.yaml").write_text(
+        _EXERCISE.format(id="a-seen", visibility="visible", constant="3.5"))
+    (bank / "b-secret.exercise.yaml").write_text(
+        _EXERCISE.format(id="b-secret", visibility="hidden", constant="secret_weight"))
+    (bank / "c-unreadable.exercise.yaml").write_text(
+        _EXERCISE.format(id="c-unreadable", visibility="hidden", constant="secret_two")
+        + "  \tbroken: [\n")
+    out = tmp_path / "out"
+    reports = ["--results-json", str(out / "results.json"), "--junit", str(out / "junit.xml"),
+               "--markdown", str(out / "summary.md"), "--html", str(out / "report.html")]
+    assert cli.main(["grade", "reference", "--exercises", str(bank), "--seed", "1",
+                     *reports]) == 0
+    student = [(out / name).read_text() for name in ("results.json", "junit.xml", "summary.md",
+                                                     "report.html")]
+    student.append(capsys.readouterr().out)
+    for text in student:
+        assert "secret_weight" not in text and "secret_two" not in text
+    tests = {test["name"]: test for test in json.loads(student[0])["tests"]}
+    broken = [test for name, test in tests.items() if "could not be loaded" in name]
+    assert len(broken) == 2 and all(test["visibility"] == "hidden" and test["output"] == WITHHELD
+                                    for test in broken)
+    assert cli.main(["grade", "reference", "--exercises", str(bank), "--seed", "1",
+                     "--show-hidden"]) == 0
+    instructor = capsys.readouterr().out
+    assert "secret_weight' is not defined" in instructor and "c-unreadable" in instructor
+
+
 def test_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(tmp_path, capsys):
     out = _grade_leaky(tmp_path)
     student = [(out / name).read_text() for name in ("results.json", "junit.xml", "summary.md")]

@@ -10,13 +10,13 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 from gradcheck.bank import yaml_reader
 from gradcheck.bank.cross_checks import cross_check
-from gradcheck.bank.models import SUFFIX, Exercise, PathArg
+from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Visibility
 from gradcheck.bank.problems import ExerciseError, Problem, listing, show, suggest
 from gradcheck.bank.schema import schema_keys
 
@@ -42,10 +42,20 @@ def load_exercise(path: str | os.PathLike[str]) -> Exercise:
     try:
         exercise = _build(source.data, source, file, hashlib.sha256(raw).hexdigest())
     except ExerciseError as error:
-        raise ExerciseError(repeated + error.problems, error.exercise) from None
+        raise ExerciseError(repeated + error.problems, error.exercise,
+                            _visibility(source.data)) from None
     if repeated:
-        raise ExerciseError(repeated, exercise)
+        raise ExerciseError(repeated, exercise, exercise.visibility)
     return exercise
+
+
+def _visibility(data: Any) -> str | None:
+    """The visibility a broken file gives itself, if it is one (no key: visible, the default);
+    None when it cannot be told, and the file is then taken for one whose details are withheld."""
+    if not isinstance(data, dict):
+        return None
+    said = data.get("visibility", "visible")
+    return said if isinstance(said, str) and said in get_args(Visibility) else None
 
 
 def from_data(data: Any, file: str = "<data>") -> Exercise:
@@ -143,18 +153,21 @@ def load_bank(paths: PathArg, strict: bool = False) -> Bank:
             if strict:
                 raise
             bank.broken.append((path, exc))
-    by_id: dict[str, list[Exercise]] = {}
+    first: dict[str, Exercise] = {}
     for exercise in bank.exercises:
-        by_id.setdefault(exercise.id, []).append(exercise)
-    for same in (group for group in by_id.values() if len(group) > 1):
-        for exercise in same:
-            others = ", ".join(f"{o._file}:{o.line_of('id')}" for o in same if o is not exercise)
-            error = ExerciseError([exercise.problem("id", f"the id {exercise.id!r} is also used "
-                                                          f"by {others}; give each its own id")])
-            if strict:
-                raise error
-            bank.broken.append((Path(exercise._file), error))
-    bank.exercises = [e for e in bank.exercises if len(by_id[e.id]) == 1]
+        kept = first.setdefault(exercise.id, exercise)
+        if kept is exercise:
+            continue
+        # the first file in the bank's order keeps its id and is graded: one broken file never
+        # stops another (the later one is most often a copy whose id was not changed)
+        error = ExerciseError([exercise.problem(
+            "id", f"the id {exercise.id!r} is already used by {kept._file}:"
+                  f"{kept.line_of('id')}; give this exercise an id of its own")],
+            visibility=exercise.visibility)
+        if strict:
+            raise error
+        bank.broken.append((Path(exercise._file), error))
+    bank.exercises = [e for e in bank.exercises if first[e.id] is e]
     return bank
 
 

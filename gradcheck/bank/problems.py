@@ -26,12 +26,16 @@ class ExerciseError(ValueError):
     """An exercise that cannot be used, with every problem found in it. `exercise` is the
     exercise as read past its problems (a repeated key's first value, `yes` read as true, an
     unknown key left out), when that was possible: validate checks it further, so that one
-    problem hides no other."""
+    problem hides no other. `visibility`: what the file says of its own, when it could be read
+    (`gradcheck.bank.loader`); None when that is not known, and its problems, which quote the
+    file's program and hints, are then not for students."""
 
-    def __init__(self, problems: list[Problem], exercise: Any = None) -> None:
+    def __init__(self, problems: list[Problem], exercise: Any = None,
+                 visibility: str | None = None) -> None:
         super().__init__("\n".join(map(str, problems)))
         self.problems = problems
         self.exercise = exercise
+        self.visibility = visibility
 
 
 def listing(names: Iterable[str]) -> str:

@@ -267,13 +267,16 @@ class Grader:
         return outcome, detail
 
     def broken_result(self, path: str | Path, error: ExerciseError) -> CheckResult:
-        """A broken exercise file: one failing result that shows where and what."""
+        """A broken exercise file: one failing result that shows where and what, to students
+        only when the file is visible (its problems quote its program and hints): one whose
+        visibility cannot be read is taken for hidden."""
         problem = error.problems[0] if error.problems else None
         return CheckResult(exercise_id=Path(path).name.removesuffix(".exercise.yaml"),
                            check="load", title=f"{Path(path).name} could not be loaded",
                            score=0.0, max_score=0.0, status="error", message=str(error),
                            file=str(path), line=problem.line if problem else 0,
-                           author_notes=[str(error)])
+                           author_notes=[str(error)],
+                           visibility=error.visibility or "hidden")
 
     def grade_bank(self, bank: Bank, progress: Progress | None = None,
                    feedback_later: bool = False, every_score_first: bool = False,

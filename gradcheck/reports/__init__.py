@@ -118,9 +118,14 @@ class ExerciseSummary:
 
     @property
     def status(self) -> str:
-        if all(r.status in ("passed", "skipped") for r in self.checks):
+        """passed (every check), partial (some points), skipped (no point, and no check failed:
+        what is left could not be graded, which scores 0 and is never a pass) or failed."""
+        if all(r.status == "passed" for r in self.checks):
             return "passed"
-        return "partial" if self.score > 0 else "failed"
+        if self.score > 0:
+            return "partial"
+        return "skipped" if all(r.status in ("passed", "skipped") for r in self.checks) \
+            else "failed"
 
 
 def by_exercise(report: GradeReport) -> list[ExerciseSummary]:

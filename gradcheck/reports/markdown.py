@@ -25,7 +25,7 @@ from gradcheck.reports import (
     withheld_note,
 )
 
-_MARKS = {"passed": "✅", "partial": "🟡", "failed": "❌"}
+_MARKS = {"passed": "✅", "partial": "🟡", "skipped": "⚪", "failed": "❌"}
 
 
 def render_markdown(report: GradeReport, *, show_hidden: bool = False, command: str = "") -> str:

@@ -6,6 +6,7 @@ import textwrap
 
 from gradcheck.grading.results import GradeReport
 from gradcheck.reports import (
+    ExerciseSummary,
     by_exercise,
     by_module,
     details_shown,
@@ -21,7 +22,8 @@ from gradcheck.reports import (
     withheld_note,
 )
 
-_COLOURS = {"passed": "32", "partial": "33", "failed": "31"}  # green, yellow, red
+# green, yellow, grey, red
+_COLOURS = {"passed": "32", "partial": "33", "skipped": "90", "failed": "31"}
 
 
 def render_terminal(report: GradeReport, *, colour: bool = False, show_hidden: bool = False,
@@ -82,7 +84,7 @@ def render_terminal(report: GradeReport, *, colour: bool = False, show_hidden: b
         lines += ["", "The submission printed:", _indent(output)]
 
     score, max_score = report.score, report.max_score
-    status = "passed" if not failed else "partial" if score > 0 else "failed"
+    status = ExerciseSummary("", "", score, max_score, report.results).status
     lines += ["", paint(f"total {points(score)}/{points(max_score)}", status)
               + f"  ({_count(len(by_exercise(report)), 'exercise')} in "
                 f"{_count(len(modules), 'module')}, seed {report.seed}, "
