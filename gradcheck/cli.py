@@ -184,7 +184,8 @@ def run_grade(args: argparse.Namespace) -> int:
         return _cannot_run(args, "no *.exercise.yaml files in "
                                  + ", ".join(str(path) for path in chosen.paths))
     if not args.quiet:
-        print(describe(chosen.paths, len(bank.exercises), course), file=sys.stderr)
+        print(describe(chosen.paths, len(bank.exercises), course, len(bank.broken)),
+              file=sys.stderr)
         print(cgroup.describe(args.memory_mb), file=sys.stderr)
     if args.watch:
         # the watch's own key stands for live oracles: the submission may import what it may

@@ -127,9 +127,12 @@ def key_seed(given: int | None, course: Course | None, default: int | None = 0) 
     return secrets.randbelow(2**32) if seed is None else seed
 
 
-def describe(paths: list[Path], count: int, course: Course | None) -> str:
-    """The line each command prints to say which bank it read and how many exercises it holds."""
+def describe(paths: list[Path], count: int, course: Course | None, broken: int = 0) -> str:
+    """The line each command prints to say which bank it read and how many exercises it holds
+    (and how many of its files cannot be loaded, each of them one failing check of 0 points)."""
     exercises = f"{count} exercise{'' if count == 1 else 's'}"
+    if broken:
+        exercises += f" and {broken} file{'' if broken == 1 else 's'} that cannot be loaded"
     if course and paths == [course.exercises]:
         where = f"{course.exercises}, the course's bank ({course.file})"
     elif paths == [bank_dir()]:

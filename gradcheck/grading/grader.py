@@ -275,7 +275,6 @@ class Grader:
                            check="load", title=f"{Path(path).name} could not be loaded",
                            score=0.0, max_score=0.0, status="error", message=str(error),
                            file=str(path), line=problem.line if problem else 0,
-                           author_notes=[str(error)],
                            visibility=error.visibility or "hidden")
 
     def grade_bank(self, bank: Bank, progress: Progress | None = None,
