@@ -88,6 +88,24 @@ def test_strict_also_stops_on_duplicate_ids(tmp_path):
         load_bank(tmp_path, strict=True)
 
 
+def test_a_byte_order_mark_is_read_past_and_a_byte_not_utf8_is_placed(tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark, which YAML allows: the file loads and
+    its schema line is seen. A file in Latin-1 is refused at the line of its first such byte."""
+    good = (BANK / "good-two-inputs.exercise.yaml").read_bytes()
+    marked = tmp_path / "marked.exercise.yaml"
+    marked.write_bytes(b"\xef\xbb\xbf" + good.replace(b"\n", b"\r\n"))
+    assert load_exercise(marked).id == load_exercise(BANK / "good-two-inputs.exercise.yaml").id
+    from gradcheck.course.validate import file_problems
+    assert not [p for p in file_problems(marked) if "start the file with" in p.message]
+    latin = tmp_path / "latin.exercise.yaml"
+    lines = good.splitlines(keepends=True)
+    latin.write_bytes(b"".join(lines[:3]) + b"# caf\xe9\n" + b"".join(lines[3:]))
+    with pytest.raises(ExerciseError) as info:
+        load_exercise(latin)
+    assert info.value.problems[0].line == 4
+    assert "not UTF-8 text" in str(info.value) and "save the file as UTF-8" in str(info.value)
+
+
 def test_missing_path_is_a_broken_entry_not_a_crash(tmp_path):
     bank = load_bank([tmp_path / "nowhere.exercise.yaml", EXAMPLES])
     assert len(bank.broken) == 1 and "cannot read" in str(bank.broken[0][1])

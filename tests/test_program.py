@@ -29,6 +29,8 @@ FORBIDDEN = {
     "dunder builtin": ("y = __import__('os')", 1, 5, "underscore"),
     "protocol method that is no operation": ("y = x.backward()", 1, 5, "unknown method"),
     "unknown function": ("y = open(x)", 1, 5, "unknown function 'open'"),
+    "a module's function": ("z = x * 2\ny = math.exp(z)", 2, 5,
+                            "calls exp as `exp(z)` or `z.exp()`, not through `math`"),
     "undefined name": ("y = x\nz = y * q", 2, 9, "'q' is not defined"),
     "name used before assignment": ("z = y * 2\ny = x", 1, 5, "'y' is not defined"),
     "lambda": ("y = (lambda a: a)(x)", 1, 6, "lambda"),

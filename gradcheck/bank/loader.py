@@ -27,13 +27,15 @@ def load_exercise(path: str | os.PathLike[str]) -> Exercise:
     repeated: list[Problem] = []
     try:
         raw = Path(path).read_bytes()
-        source = yaml_reader.load(raw.decode("utf-8"))
+        source = yaml_reader.load(raw.decode("utf-8-sig"))  # a byte-order mark, as YAML allows
     except OSError as exc:
         raise ExerciseError([Problem(file, 0, "", f"cannot read the file: "
                                                   f"{exc.strerror or exc}")]) from None
     except UnicodeDecodeError as exc:
-        raise ExerciseError([Problem(file, 0, "", f"not UTF-8 text (byte {exc.start}); save "
-                                                  "the file as UTF-8")]) from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ExerciseError([Problem(file, line, "", f"not UTF-8 text (byte {exc.start}, "
+                                                     f"{raw[exc.start:exc.start + 1]!r}); save the "
+                                                     "file as UTF-8")]) from None
     except yaml_reader.YamlError as exc:
         repeated = [Problem(file, e.line, e.field, e.message) for e in (exc, *exc.more)]
         if exc.source is None:

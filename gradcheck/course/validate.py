@@ -85,7 +85,7 @@ def file_problems(file: Path) -> list[Problem]:
         problems.append(Problem(str(file), 0, "", f"name the file *{SUFFIX}, or the bank will "
                                                   "not collect it"))
     try:
-        with file.open(encoding="utf-8") as stream:
+        with file.open(encoding="utf-8-sig") as stream:
             first = stream.readline().strip()
     except (OSError, UnicodeDecodeError):
         return problems  # loading the file reports why it cannot be read

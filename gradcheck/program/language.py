@@ -384,6 +384,13 @@ class _Parser:
             if op is None:
                 raise _error(func, f"unknown method {func.attr!r}; the methods are "
                                    f"{', '.join(sorted(CALLABLE))}")
+            if len(expr.args) == 1 and not expr.keywords:  # `math.exp(z)`, as in Python
+                arg, owner = ast.unparse(expr.args[0]), ast.unparse(func.value)
+                plain = isinstance(expr.args[0], (ast.Name, ast.Call, ast.Subscript))
+                method = f"{arg}.{op.name}()" if plain else f"({arg}).{op.name}()"
+                raise _error(expr, f"a program calls {op.name} as `{op.name}({arg})` or "
+                                   f"`{method}`, not through `{owner}` (a program imports no "
+                                   "module)")
             args = [func.value, *expr.args]
         else:
             raise _error(func, f"{_describe(func)} cannot be called")
