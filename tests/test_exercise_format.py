@@ -171,6 +171,15 @@ def test_one_line_program_error_points_at_its_column(tmp_path):
     assert problems == ["8: program: column 18: not valid syntax: invalid syntax"]
 
 
+def test_a_folded_program_is_told_to_keep_its_lines(tmp_path):
+    """`program: >` makes one line of the program, which then reads as bad syntax: the message
+    says why, and what to write."""
+    text = BASE.replace("program: |", "program: >")
+    problems = _problems(tmp_path, text + "checks: {graph: {names: [x]}}\n")
+    assert problems == ["8: program: column 10: not valid syntax: invalid syntax; YAML joined the "
+                        "program's lines into one line: write `program: |` to keep each line"]
+
+
 def test_output_must_be_a_variable(tmp_path):
     problems = _problems(tmp_path, BASE + "output: q\nchecks: {graph: {names: [x]}}\n")
     assert problems == ["11: output: 'q' is not a variable of the program; name one of s, v, "
@@ -260,11 +269,12 @@ def test_sgd_updates_inputs_only(tmp_path):
 
 
 def test_expect_and_names_have_a_form(tmp_path):
-    text = BASE + ("checks:\n  graph: {names: [x, 2y]}\n  behaviour:\n    steps:\n"
+    text = BASE + ("checks:\n  graph: {names: [x, 2y, lambda]}\n  behaviour:\n    steps:\n"
                    "      - backward: {}\n        expect: [grad_x]\n")
     assert _problems(tmp_path, text) == [
         "12: checks.graph.names[1]: '2y' is not a usable name; use letters, digits and _, "
         "starting with a letter",
+        "12: checks.graph.names[2]: 'lambda' is a Python keyword; choose another name",
         "16: checks.behaviour.steps[0].expect[0]: 'grad_x' is not something to compare; write "
         "KIND.NAME with KIND one of grad, value, requires_grad, is_leaf, grad_fn, has_grad_fn "
         "(for example grad.x), grad.NAME.FIELD with FIELD one of requires_grad, is_leaf, "

@@ -122,6 +122,11 @@ def _locate(exercise: Exercise, path: yaml_reader.Path, message: str,
     if at is None or exercise._source is None:
         return exercise.problem(path, message)
     line, column = exercise._source.text_position(path, *at)
+    node = exercise._source.nodes.get(tuple(path))
+    if node is not None and node.style != "|" and node.start_mark.line != node.end_mark.line:
+        # `program: >` (or a plain or quoted scalar over lines) joins the lines into one
+        message += (f"; YAML joined the {yaml_reader.format_path(path)}'s lines into one line: "
+                    f"write `{yaml_reader.format_path(path)}: |` to keep each line")
     return Problem(exercise._file, line, yaml_reader.format_path(path), f"column {column}: {message}")
 
 

@@ -67,7 +67,10 @@ def _pattern(pattern: str, what: str) -> Any:
     """A string type checked against `pattern`, with a message that says what to write."""
 
     def check(text: str) -> str:
-        if not re.match(pattern, text) or keyword.iskeyword(text):
+        if keyword.iskeyword(text):  # `lambda` is letters, and still no name in a program
+            raise PydanticCustomError("pattern", f"{text!r} is a Python keyword; choose "
+                                                 "another name")
+        if not re.match(pattern, text):
             raise PydanticCustomError("pattern", f"{text!r} is not {what}")
         return text
 
