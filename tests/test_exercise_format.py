@@ -180,6 +180,14 @@ def test_a_folded_program_is_told_to_keep_its_lines(tmp_path):
                         "program's lines into one line: write `program: |` to keep each line"]
 
 
+def test_a_number_where_text_goes_and_a_decimal_comma_say_what_to_write(tmp_path):
+    text = BASE.replace("topic: t", "topic: 2").replace("{value: 3.0,", "{value: 3,5,")
+    assert _problems(tmp_path, text + "checks: {graph: {names: [x]}}\n") == [
+        "3: topic: 2 is read as a number here; put it in quotes to make it text",
+        "6: inputs.x.5: unknown key '5'; the keys here are domain, requires_grad, value; a "
+        "decimal comma? write numbers with a point"]
+
+
 def test_output_must_be_a_variable(tmp_path):
     problems = _problems(tmp_path, BASE + "output: q\nchecks: {graph: {names: [x]}}\n")
     assert problems == ["11: output: 'q' is not a variable of the program; name one of s, v, "

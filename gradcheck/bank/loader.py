@@ -221,8 +221,12 @@ def _message(error: Any, path: yaml_reader.Path) -> str:
         return f"the key {path[-1]!r} is required here; add it"
     if kind == "extra_forbidden":
         allowed = schema_keys(path[:-1])
+        # `{value: 1,5}` reads as value 1 and a key 5
+        comma = "; a decimal comma? write numbers with a point" if str(path[-1]).isdigit() else ""
         return (f"unknown key {path[-1]!r}{suggest(str(path[-1]), allowed)}; the keys here "
-                f"are {listing(allowed)}")
+                f"are {listing(allowed)}{comma}")
+    if kind == "string_type" and type(got) in (int, float):  # `id: 1000`, `topic: 02`
+        return f"{got!r} is read as a number here; put it in quotes to make it text"
     if kind == "model_type":
         return (f"write a mapping here, with keys among {listing(schema_keys(path))}; not "
                 f"{show(got)}")
