@@ -44,10 +44,11 @@ def load_exercise(path: str | os.PathLike[str]) -> Exercise:
     try:
         exercise = _build(source.data, source, file, hashlib.sha256(raw).hexdigest())
     except ExerciseError as error:
-        raise ExerciseError(repeated + error.problems, error.exercise,
-                            _visibility(source.data)) from None
+        topic = source.data.get("topic") if isinstance(source.data, dict) else None
+        raise ExerciseError(repeated + error.problems, error.exercise, _visibility(source.data),
+                            topic if isinstance(topic, str) else "") from None
     if repeated:
-        raise ExerciseError(repeated, exercise, exercise.visibility)
+        raise ExerciseError(repeated, exercise, exercise.visibility, exercise.topic)
     return exercise
 
 
@@ -170,7 +171,7 @@ def load_bank(paths: PathArg, strict: bool = False) -> Bank:
         error = ExerciseError([exercise.problem(
             "id", f"the id {exercise.id!r} is already used by {kept._file}:"
                   f"{kept.line_of('id')}; give this exercise an id of its own")],
-            visibility=exercise.visibility)
+            visibility=exercise.visibility, topic=exercise.topic)
         if strict:
             raise error
         bank.broken.append((Path(exercise._file), error))

@@ -28,14 +28,16 @@ class ExerciseError(ValueError):
     unknown key left out), when that was possible: validate checks it further, so that one
     problem hides no other. `visibility`: what the file says of its own, when it could be read
     (`gradcheck.bank.loader`); None when that is not known, and its problems, which quote the
-    file's program and hints, are then not for students."""
+    file's program and hints, are then not for students. `topic`: its module, if it says one
+    plainly, so that reports list it where it belongs."""
 
     def __init__(self, problems: list[Problem], exercise: Any = None,
-                 visibility: str | None = None) -> None:
+                 visibility: str | None = None, topic: str = "") -> None:
         super().__init__("\n".join(map(str, problems)))
         self.problems = problems
         self.exercise = exercise
         self.visibility = visibility
+        self.topic = topic
 
 
 def listing(names: Iterable[str]) -> str:

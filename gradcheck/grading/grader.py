@@ -275,7 +275,7 @@ class Grader:
                            check="load", title=f"{Path(path).name} could not be loaded",
                            score=0.0, max_score=0.0, status="error", message=str(error),
                            file=str(path), line=problem.line if problem else 0,
-                           visibility=error.visibility or "hidden")
+                           visibility=error.visibility or "hidden", topic=error.topic)
 
     def grade_bank(self, bank: Bank, progress: Progress | None = None,
                    feedback_later: bool = False, every_score_first: bool = False,
