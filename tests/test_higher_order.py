@@ -247,6 +247,48 @@ def test_grad_steps_bind_gradients_and_compute_steps_run_on_the_engine():
     assert torchs["steps"][2]["observed"]["value.x1"] == pytest.approx(1.5 - (e - 2) / e)
 
 
+UNREADABLE = """\
+id: unreadable
+title: t
+topic: t
+points: 2
+inputs:
+  x: {value: 1.5}
+  w: {value: 2.0, requires_grad: false}
+  u: {value: 0.5}
+program: |
+  z = x * w
+checks:
+  behaviour:
+    steps:
+      # w does not require grad: grad() raises and never binds gw
+      - grad: {wrt: [w], names: [gw], retain_graph: true}
+        expect: [value.gw, requires_grad.gw, is_leaf.gw, has_grad_fn.gw, grad.gw]
+      # z does not use u: gu is None, which has no requires_grad
+      - grad: {wrt: [x, u], names: [gx, gu], allow_unused: true, retain_graph: true}
+        expect: [value.gx, requires_grad.gu]
+      - backward: {}
+        expect: [grad.x, grad.w]
+"""
+
+
+def test_what_torch_cannot_read_after_a_step_is_matched_by_the_same_error(tmp_path):
+    exercise = tmp_path / "unreadable.exercise.yaml"
+    exercise.write_text(UNREADABLE)
+    for engine in ("torch", "reference"):
+        result = _grade(engine, exercise)["behaviour"]
+        assert result.status == "passed", result.message
+    floats = tmp_path / "floats.py"  # the reference, with 0.0 where torch gives None
+    floats.write_text((reference_path() / "__init__.py").read_text().replace(
+        "            results.append(None)", "            results.append(0.0)"))
+    result = _grade(floats, exercise)["behaviour"]
+    assert result.status == "failed"
+    assert ("after it, gu.requires_grad is an error (reading it raised AttributeError: 'float' "
+            "object has no attribute 'requires_grad') in your engine; torch gives an error "
+            "(reading it raised AttributeError: 'NoneType' object has no attribute "
+            "'requires_grad')") in result.message
+
+
 def test_check_order_2_checks_second_derivatives_and_an_engine(tmp_path):
     import gradcheck
 
