@@ -418,3 +418,20 @@ def test_the_only_convention_is_torch_s(tmp_path):
         load_exercise(path)
     path.write_text(path.read_text().replace("convention: jax", "convention: torch"))
     assert load_exercise(path).convention == "torch"
+
+
+def test_a_compute_expression_is_parsed_as_the_engine_parses_it(tmp_path):
+    steps = ("checks:\n  behaviour:\n    steps:\n      - backward: {of: s, retain_graph: true}\n"
+             "      - grad: {of: s, wrt: [x], names: [gx]}\n"
+             '      - compute: {name: p, expr: "(x.grad * v).sum() + gx"}\n')
+    _loads(tmp_path, BASE + steps)  # a variable's gradient, and one a grad step bound
+    text = BASE + steps + ('      - compute: {name: q, expr: "p * v.data"}\n'
+                           '      - compute: {name: r, expr: "y.grad[2]"}\n'
+                           '      - compute: {name: t, expr: "p + w.grad"}\n')
+    assert _problems(tmp_path, text) == [
+        "17: checks.behaviour.steps[3].compute.expr: column 39: attribute access is not allowed "
+        "here; the one attribute an expression reads is a variable's gradient, `x.grad`",
+        "18: checks.behaviour.steps[4].compute.expr: column 42: index 2 is out of range for "
+        "length 2",
+        "19: checks.behaviour.steps[5].compute.expr: 'w' is not defined; use an input or a "
+        "variable of the program: gx, p, q, r, s, v, x, y"]

@@ -159,6 +159,7 @@ from gradcheck.course.mutants import CATALOGUE  # noqa: E402
 from gradcheck.course.mutation import mutate  # noqa: E402
 from gradcheck.grading import compare  # noqa: E402
 from gradcheck.grading.grader import Grader  # noqa: E402
+from gradcheck.grading.plan import torch_request  # noqa: E402
 from gradcheck.oracles import second_order  # noqa: E402
 
 HIGHER = bank_dir() / "08-higher-order"
@@ -247,6 +248,89 @@ def test_grad_steps_bind_gradients_and_compute_steps_run_on_the_engine():
     assert torchs["steps"][2]["observed"]["value.x1"] == pytest.approx(1.5 - (e - 2) / e)
 
 
+PENALTY = """\
+id: penalty
+title: t
+topic: t
+points: 3
+inputs:
+  w: {value: [1.0, -2.0, 0.5]}
+program: |
+  y = w * w * w
+checks:
+  behaviour:
+    steps:
+      - backward: {gradient: [1.0, 0.5, 2.0], create_graph: true}
+        expect: [grad.w, grad.w.requires_grad]
+      - compute: {name: p, expr: "(w.grad * w.grad).sum()"}
+        expect: [value.p, requires_grad.p]
+      - backward: {of: p}
+        expect: [grad.w]
+      - zero_grad: [w]
+      - compute: {name: q, expr: "w.grad.sum()"}
+        expect: [value.q]
+"""
+
+
+def test_a_compute_step_reads_a_variables_gradient_as_torch_does(tmp_path):
+    exercise = tmp_path / "penalty.exercise.yaml"
+    exercise.write_text(PENALTY)
+    request = torch_request(load_exercise(exercise), "behaviour")
+    mine, torchs = handler.handle(REF, request), handler.handle(torch_engine, request)
+    assert mine == torchs
+    # w.grad = 3 w**2 g; p = sum(w.grad**2); p.backward() adds 2 w.grad * 6 w g into w.grad
+    assert [step["observed"] for step in torchs["steps"][:3]] == [
+        {"grad.w": [3.0, 6.0, 1.5], "grad.w.requires_grad": True},
+        {"value.p": 47.25, "requires_grad.p": True}, {"grad.w": [39.0, -66.0, 19.5]}]
+    assert torchs["steps"][4]["error"]["type"] == "TypeError"
+    assert torchs["steps"][4]["error"]["message"] == "w.grad is None, not a tensor"
+    for engine in ("torch", "reference"):
+        result = _grade(engine, exercise)["behaviour"]
+        assert result.status == "passed", result.message
+
+
+UNREADABLE = """\
+id: unreadable
+title: t
+topic: t
+points: 2
+inputs:
+  x: {value: 1.5}
+  w: {value: 2.0, requires_grad: false}
+  u: {value: 0.5}
+program: |
+  z = x * w
+checks:
+  behaviour:
+    steps:
+      # w does not require grad: grad() raises and never binds gw
+      - grad: {wrt: [w], names: [gw], retain_graph: true}
+        expect: [value.gw, requires_grad.gw, is_leaf.gw, has_grad_fn.gw, grad.gw]
+      # z does not use u: gu is None, which has no requires_grad
+      - grad: {wrt: [x, u], names: [gx, gu], allow_unused: true, retain_graph: true}
+        expect: [value.gx, requires_grad.gu]
+      - backward: {}
+        expect: [grad.x, grad.w]
+"""
+
+
+def test_what_torch_cannot_read_after_a_step_is_matched_by_the_same_error(tmp_path):
+    exercise = tmp_path / "unreadable.exercise.yaml"
+    exercise.write_text(UNREADABLE)
+    for engine in ("torch", "reference"):
+        result = _grade(engine, exercise)["behaviour"]
+        assert result.status == "passed", result.message
+    floats = tmp_path / "floats.py"  # the reference, with 0.0 where torch gives None
+    floats.write_text((reference_path() / "__init__.py").read_text().replace(
+        "            results.append(None)", "            results.append(0.0)"))
+    result = _grade(floats, exercise)["behaviour"]
+    assert result.status == "failed"
+    assert ("after it, gu.requires_grad is an error (reading it raised AttributeError: 'float' "
+            "object has no attribute 'requires_grad') in your engine; torch gives an error "
+            "(reading it raised AttributeError: 'NoneType' object has no attribute "
+            "'requires_grad')") in result.message
+
+
 def test_check_order_2_checks_second_derivatives_and_an_engine(tmp_path):
     import gradcheck
 
@@ -267,7 +351,7 @@ def test_check_order_2_checks_second_derivatives_and_an_engine(tmp_path):
 
 def test_a_drawn_value_follows_the_grading_seed_and_answers_need_fixed_inputs(tmp_path):
     from gradcheck.bank.problems import ExerciseError
-    from gradcheck.grading.plan import sample_seed, torch_request
+    from gradcheck.grading.plan import sample_seed
 
     exercise = load_exercise(bank_dir() / "05-training" / "random-init-weights.exercise.yaml")
     one, two = (exercise.values_at(sample_seed(s, exercise.id)) for s in (1, 2))

@@ -8,6 +8,7 @@ from typing import Iterable
 
 from gradcheck.bank import yaml_reader
 from gradcheck.bank.models import (
+    Compute,
     Draw,
     Exercise,
     HessianCheck,
@@ -18,7 +19,7 @@ from gradcheck.bank.models import (
     value_size,
 )
 from gradcheck.bank.problems import listing, suggest
-from gradcheck.program.language import Program, ProgramError, free_names
+from gradcheck.program.language import Program, ProgramError, free_names, parse_expression
 from gradcheck.program.ops import allowed
 from gradcheck.program.session import WARNINGS, parse_expect, target_name
 
@@ -92,14 +93,17 @@ def _program_issues(exercise: Exercise, program: Program, numeric: list[str]) ->
             if name not in names:
                 issues.append((("checks", "graph", "names", i), _unknown(name, names), None))
     if exercise.checks.behaviour:
-        issues += _step_issues(exercise, exercise.checks.behaviour.steps, names)
+        issues += _step_issues(exercise, exercise.checks.behaviour.steps, program)
     return issues
 
 
-def _step_issues(exercise: Exercise, steps: list[Step], names: set[str]) -> list[_Issue]:
-    """Names in behaviour steps, in order: a `detach` step defines a new name for later steps."""
+def _step_issues(exercise: Exercise, steps: list[Step], program: Program) -> list[_Issue]:
+    """Names in behaviour steps, in order: a `detach` step defines a new name for later steps.
+    A `compute` step's expression is parsed as the worker will parse it, over the sizes its
+    operands will have."""
     issues: list[_Issue] = []
-    known = set(names)
+    known = set(program.names)
+    sizes = {name: program.nodes[node].size for name, node in program.names.items()}
     gradients: set[str] = set()  # names bound by grad steps
     for i, step in enumerate(steps):
         here = ("checks", "behaviour", "steps", i)
@@ -110,11 +114,13 @@ def _step_issues(exercise: Exercise, steps: list[Step], names: set[str]) -> list
                 used.append(((action, "of"), target_name(of)))
         used += [(("grad", "wrt", j), name) for j, name in enumerate(step.grad.wrt if step.grad
                                                                       else [])]
+        operands: list[str] = []
         if step.compute:
             try:
-                used += [(("compute", "expr"), name) for name in free_names(step.compute.expr)]
-            except ProgramError as exc:
-                issues.append((here + ("compute", "expr"), exc.message, None))
+                operands = free_names(step.compute.expr)
+            except ProgramError:
+                pass  # not an expression: parsing it below says where
+            used += [(("compute", "expr"), target_name(name)) for name in operands]
         for key in ("zero_grad", "retain_grad"):
             used += [((key, j), name) for j, name in enumerate(getattr(step, key) or [])]
         used += [(("requires_grad", name), name) for name in step.requires_grad or {}]
@@ -128,11 +134,15 @@ def _step_issues(exercise: Exercise, steps: list[Step], names: set[str]) -> list
                    for path, name in used if name not in known]
         if step.detach:
             known.add(step.detach.name)
+            _sized_as(sizes, step.detach.name, step.detach.of)
         if step.grad:
             known.update(step.grad.names)
             gradients.update(step.grad.names)
+            for name, wrt in zip(step.grad.names, step.grad.wrt):
+                _sized_as(sizes, name, wrt)
         if step.compute:
             known.add(step.compute.name)
+            issues += _expression_issues(step.compute, operands, sizes, here)
         for j, item in enumerate(step.expect):
             kind, name, _ = parse_expect(item)
             if item == WARNINGS:
@@ -147,6 +157,31 @@ def _step_issues(exercise: Exercise, steps: list[Step], names: set[str]) -> list
                                "names are torch's internals; compare has_grad_fn."
                                f"{name} instead", None))
     return issues
+
+
+def _sized_as(sizes: dict[str, int | None], name: str, like: str) -> None:
+    """`name` now holds a value of `like`'s size (unknown while `like`'s is)."""
+    sizes.pop(name, None)
+    if like in sizes:
+        sizes[name] = sizes[like]
+
+
+def _expression_issues(compute: Compute, operands: list[str], sizes: dict[str, int | None],
+                       here: yaml_reader.Path) -> list[_Issue]:
+    """A compute step's expression parsed over its operands' sizes (an `x.grad` has x's), as
+    the worker parses it: anything outside the language is found here, not when grading. The
+    new variable's size is recorded for later steps; an operand of unknown size (an unknown
+    name, an expression that failed) is reported elsewhere."""
+    if not all(target_name(name) in sizes for name in operands):
+        return []
+    try:
+        expression = parse_expression(compute.expr, {name: sizes[target_name(name)]
+                                                     for name in operands})
+    except ProgramError as exc:
+        return [(here + ("compute", "expr"), e.message, (e.line, e.column))
+                for e in (exc, *exc.more)]
+    sizes[compute.name] = expression.nodes[expression.output].size
+    return []
 
 
 def _creates_graph(step: Step) -> bool:

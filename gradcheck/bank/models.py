@@ -417,13 +417,14 @@ class Sgd(_Model):
 
 
 class Compute(_Model):
-    """`name = expr`: an expression of the program language over the session's variables,
-    computed by the engine (for example `x - g / h`, a Newton step from two gradients)."""
+    """`name = expr`: an expression of the program language over the session's variables and
+    their gradients, computed by the engine (for example `x - g / h`, a Newton step from two
+    gradients, or `(w.grad * w.grad).sum()`)."""
 
     name: Name
     """The new variable."""
     expr: str = Field(min_length=1)
-    """The expression, such as `(g * g).sum()`."""
+    """The expression, such as `(g * g).sum()`; `x.grad` reads x's gradient."""
 
 
 class Step(_Model):

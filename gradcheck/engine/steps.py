@@ -20,7 +20,13 @@ from gradcheck.engine.run import (
     type_name,
 )
 from gradcheck.engine.wire import ProtocolError
-from gradcheck.program.language import Program, engine_apply, evaluate, free_names, parse
+from gradcheck.program.language import (
+    Program,
+    engine_apply,
+    evaluate,
+    free_names,
+    parse_expression,
+)
 from gradcheck.program.session import ACTIONS, GRAD_SUFFIX, WARNINGS, parse_expect
 
 
@@ -172,15 +178,17 @@ def _step_sgd(run: Run, program: Program, env: dict, args: Mapping[str, Any]) ->
 
 
 def _step_compute(run: Run, program: Program, env: dict, args: Mapping[str, str]) -> None:
-    """`name = expression`, in the program language over the session's variables (gradients
-    bound by grad steps among them), recorded by the engine like the program."""
-    used = {name: lookup(env, name) for name in free_names(args["expr"])}
+    """`name = expression`, in the program language over the session's variables and their
+    gradients (`x.grad`, and those bound by grad steps), recorded by the engine like the
+    program."""
+    used = {name: _target(env, name) for name in free_names(args["expr"])}
     sizes = {}
     for name, value in used.items():
+        if value is None:  # as `None * x` would, but saying which
+            raise TypeError(f"{name} is None, not a tensor")
         plain = plain_value(value, name)
         sizes[name] = len(plain) if isinstance(plain, list) else None
-    target = next(f"result{i}" for i in range(len(used) + 1) if f"result{i}" not in used)
-    expression = parse(f"{target} = {args['expr']}", sizes)
+    expression = parse_expression(args["expr"], sizes)
     env[args["name"]] = evaluate(expression, used, engine_apply)[expression.output]
 
 

@@ -279,7 +279,7 @@ def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
                 and all(isinstance(v, str) for v in args.values())):
             return None
         try:
-            return free_names(args["expr"])
+            return [target_name(name) for name in free_names(args["expr"])]
         except ProgramError:
             return None
     if action in ("zero_grad", "retain_grad"):

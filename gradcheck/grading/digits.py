@@ -45,8 +45,16 @@ def is_numeric(x: Any) -> bool:
 
 
 def value_text(x: Any) -> str:
-    """Anything read from an engine or torch: numbers by `number_text`, the rest by repr."""
-    return number_text(x) if is_numeric(x) else repr(x)
+    """Anything read from an engine or torch: numbers by `number_text`, what reading raised
+    (`{"error": record}`) as its type and the first line of its message, the rest by repr."""
+    if is_numeric(x):
+        return number_text(x)
+    if isinstance(x, dict) and isinstance(x.get("error"), dict):
+        error = x["error"]
+        lines = str(error.get("message", "")).strip().splitlines()
+        return (f"an error (reading it raised {error.get('type', 'Error')}: "
+                f"{lines[0] if lines else ''})")
+    return repr(x)
 
 
 def pair_text(found: Numbers, expected: Numbers) -> tuple[str, str]:

@@ -27,6 +27,7 @@ from gradcheck.program.ops import (
     Op,
     fold_constant,
 )
+from gradcheck.program.session import GRAD_SUFFIX
 
 MAX_SOURCE_CHARS = 20_000
 MAX_NODES = 200_000
@@ -111,8 +112,11 @@ class Program:
         return {n.op for n in self.nodes if n.op in OPS}
 
 
-def parse(source: str, inputs: Mapping[str, int | None], output: str | None = None) -> Program:
-    """Parse `source` over `inputs` (name -> None for a scalar, or a 1-D length)."""
+def parse(source: str, inputs: Mapping[str, int | None], output: str | None = None,
+          gradients: bool = False) -> Program:
+    """Parse `source` over `inputs` (name -> None for a scalar, or a 1-D length). With
+    `gradients` (a behaviour step's expression), an input may be a variable's gradient, named
+    and written `x.grad`."""
     if len(source) > MAX_SOURCE_CHARS:
         raise ProgramError(f"the program has {len(source)} characters; the limit is "
                            f"{MAX_SOURCE_CHARS}")
@@ -123,7 +127,22 @@ def parse(source: str, inputs: Mapping[str, int | None], output: str | None = No
                            exc.offset or 1) from None
     except (RecursionError, MemoryError):  # Python's parser gives up on very deep expressions
         raise ProgramError(_TOO_DEEP) from None
-    return _Parser(source, inputs).program(tree, output)
+    return _Parser(source, inputs, gradients).program(tree, output)
+
+
+def parse_expression(expression: str, operands: Mapping[str, int | None]) -> Program:
+    """A `compute` step's expression as a program whose output is its value, over `operands`
+    (each name :func:`free_names` gives, `x.grad` among them, with its size); a problem's line
+    and column are the expression's own."""
+    target = next(f"result{i}" for i in range(len(operands) + 1) if f"result{i}" not in operands)
+    prefix = f"{target} = "
+    try:
+        return parse(prefix + expression, operands, gradients=True)
+    except ProgramError as error:
+        for problem in (error, *error.more):
+            if problem.line == 1:
+                problem.column = max(1, problem.column - len(prefix))
+        raise
 
 
 #: an underscore that may start a name: one after a word character is inside a name or a number
@@ -148,8 +167,9 @@ _UNDERSCORE = "names starting with an underscore ({name!r}) are not allowed"
 
 
 def free_names(expression: str) -> list[str]:
-    """The variables an expression reads (not the functions it calls), in order of first use;
-    raises ProgramError if it is not a single expression."""
+    """What an expression reads (not the functions it calls): variables, and variables'
+    gradients written `x.grad` (`session.target_name` gives the variable); raises ProgramError
+    if it is not a single expression."""
     try:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as exc:
@@ -157,9 +177,23 @@ def free_names(expression: str) -> list[str]:
                            exc.offset or 1) from None
     except (RecursionError, MemoryError):
         raise ProgramError(_TOO_DEEP) from None
-    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
-    return list(dict.fromkeys(node.id for node in ast.walk(tree)
-                              if isinstance(node, ast.Name) and id(node) not in called))
+    skipped = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    names = []
+    for node in ast.walk(tree):  # an `x.grad` is walked before its `x`, which it stands for
+        if id(node) in skipped:
+            continue
+        if _is_gradient(node):
+            names.append(node.value.id + GRAD_SUFFIX)  # type: ignore[attr-defined]
+            skipped.add(id(node.value))  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Name):
+            names.append(node.id)
+    return list(dict.fromkeys(names))
+
+
+def _is_gradient(node: ast.AST) -> bool:
+    """`x.grad`: a variable's gradient, which a behaviour step's expression may read."""
+    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and "." + node.attr == GRAD_SUFFIX)
 
 
 def spec_program(spec: Mapping[str, Any]) -> Program:
@@ -191,9 +225,11 @@ _KNOWN: dict[tuple[Any, ...], Program] = {}
 
 
 class _Parser:
-    def __init__(self, source: str, inputs: Mapping[str, int | None]) -> None:
+    def __init__(self, source: str, inputs: Mapping[str, int | None],
+                 gradients: bool = False) -> None:
         self.source = source
         self.inputs = dict(inputs)
+        self.gradients = gradients  # whether `x.grad` may be read (an input of that name)
         self.nodes: list[Node] = []
         self.names: dict[str, int] = {}
         self.last_assigned: str | None = None
@@ -202,7 +238,8 @@ class _Parser:
         self.errors: dict[tuple[int, int], ProgramError] = {}  # by place: a loop repeats them
         self.broken: set[str] = set()  # variables whose assignment failed
         for name, size in self.inputs.items():
-            if not name.isidentifier() or name.startswith("_"):
+            plain = name.removesuffix(GRAD_SUFFIX) if gradients else name
+            if not plain.isidentifier() or plain.startswith("_"):
                 raise ProgramError(f"input name {name!r} is not a plain identifier")
             if size is not None and not 1 <= size <= MAX_VECTOR:
                 raise ProgramError(f"input {name!r} has length {size}; use 1..{MAX_VECTOR}")
@@ -336,12 +373,9 @@ class _Parser:
             return self._constant(expr)
         if isinstance(expr, ast.Name):
             _check_name(expr, expr.id)
-            if expr.id in self.broken:
-                raise _Dependent("", expr.lineno, expr.col_offset + 1)
-            if expr.id not in self.names:
-                raise _error(expr, f"name {expr.id!r} is not defined; declare it as an input "
-                                   "or assign it first")
-            return self.names[expr.id]
+            return self._variable(expr, expr.id)
+        if self.gradients and _is_gradient(expr):
+            return self._variable(expr, expr.value.id + GRAD_SUFFIX)  # type: ignore[attr-defined]
         if isinstance(expr, ast.BinOp) and type(expr.op) in _AST_SYMBOL:
             op = BINARY_BY_SYMBOL[_AST_SYMBOL[type(expr.op)]]
             return self._apply(expr, op, [self._expr(expr.left), self._expr(expr.right)])
@@ -355,7 +389,18 @@ class _Parser:
             return self._call(expr)
         if isinstance(expr, ast.Subscript):
             return self._select(expr)
+        if self.gradients and isinstance(expr, ast.Attribute):
+            raise _error(expr, "attribute access is not allowed here; the one attribute an "
+                               "expression reads is a variable's gradient, `x.grad`")
         raise _error(expr, f"{_describe(expr)} is not allowed in a program")
+
+    def _variable(self, expr: ast.expr, name: str) -> int:
+        if name in self.broken:
+            raise _Dependent("", expr.lineno, expr.col_offset + 1)
+        if name not in self.names:
+            raise _error(expr, f"name {name!r} is not defined; declare it as an input or "
+                               "assign it first")
+        return self.names[name]
 
     def _constant(self, expr: ast.Constant) -> int:
         value = expr.value
