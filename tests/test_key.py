@@ -709,3 +709,36 @@ def test_a_gradient_torch_changed_before_a_backward_raised_is_compared_only_once
             ("partial-backward", partial), ("partial-then-sgd", then_sgd)}, engine
     message = next(m for _, check, _, _, m, _ in graded(twice, folder) if check == "behaviour")
     assert "step 6" in message and "x.grad" in message, message
+
+
+def test_a_key_holds_torch_for_a_torch_convention_whatever_a_check_lists(tmp_path):
+    """A check of a `convention: torch` exercise is graded by torch whatever its `oracles` say
+    (here jax alone, whose abs'(0) is 1): the key holds torch's answers for it, and a keyed
+    grading takes them from there as a live one computes them."""
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    (folder / "max-tie.exercise.yaml").write_text("""\
+id: max-tie
+title: max(a, b) written with abs, at a tie (torch's convention)
+topic: 06-operations
+points: 1
+convention: torch
+inputs:
+  a: {value: 1.0}
+  b: {value: 1.0}
+program: |
+  m = (a + b + (a - b).abs()) / 2
+  z = m * m
+checks:
+  gradients:
+    oracles: [jax]
+""")
+    key = tmp_path / "key.json"
+    answer_key.build(load_bank(folder), SEED, key)
+    assert {"jax", "torch"} <= set(json.loads(key.read_text())["exercises"]["max-tie"]["checks"]
+                                   ["gradients"])
+    live = graded("reference", folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", answer_key.StaleKeyWarning)
+        assert graded("reference", folder, key=key) == live
+    assert [status for _, _, status, *_ in live] == ["passed"]

@@ -90,8 +90,6 @@ Live = Callable[[list[str]], "dict[str, OracleResult | Skipped]"]
 FORMAT = 3
 #: Above this many bytes of JSON the key is written gzip-compressed whatever its name.
 LARGE = 1 << 20
-#: The oracles whose results a key holds.
-KEYED = ("fd", "torch", "jax")
 #: torch's chain-rule walk (for feedback that names the faulty operation) is stored at the
 #: leading points of each gradient check, as many as hold at most this many nodes in all (every
 #: point of a program of up to a hundred nodes), and at least at the first point. A check that
@@ -326,8 +324,7 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
                                 "torch": handler.handle(torch_engine, request, touched=True)}
                 continue
             points = exercise.check_points(name, sample_seed(seed, exercise.id))
-            listed = [o for o in getattr(getattr(exercise.checks, name), "oracles", KEYED)
-                      if o in KEYED]
+            listed = wanted_oracles(exercise, name, None)
             if name == "hessian":
                 checks[name] = {"points": points}
                 _store(checks[name], second_order.compute(

@@ -15,6 +15,8 @@ from gradcheck.bank.models import ORACLES, Exercise
 JAX_CHUNK = 12
 #: the checks that compare an engine's gradients with the oracles' at points
 GRADIENT_CHECKS = ("gradients", "sampled", "answers")
+#: the checks an exercise's `convention` decides at kinks
+CONVENTION_CHECKS = (*GRADIENT_CHECKS, "hessian")
 T = TypeVar("T")
 
 
@@ -44,9 +46,28 @@ def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:
 
 def wanted_oracles(exercise: Exercise, name: str, chosen: Sequence[str] | None) -> list[str]:
     """The oracles the check `name` is graded against in a run that asks for `chosen` (None:
-    every one the check names)."""
-    return [o for o in getattr(getattr(exercise.checks, name), "oracles", ORACLES)
-            if chosen is None or o in chosen]
+    every one the check names). The oracle of the exercise's `convention` is always among those
+    of a check it decides (CONVENTION_CHECKS): at a kink, no other oracle may stand in for it,
+    or a faithful engine would lose the point to another convention."""
+    wanted = [o for o in getattr(getattr(exercise.checks, name), "oracles", ORACLES)
+              if chosen is None or o in chosen]
+    if name in CONVENTION_CHECKS and exercise.convention and exercise.convention not in wanted:
+        wanted.append(exercise.convention)
+    return wanted
+
+
+def convention_note(exercises: Sequence[Exercise], chosen: Sequence[str] | None) -> str:
+    """What a run that asks for `chosen` (`--oracles`) is told once when it leaves out torch,
+    the oracle of `convention: torch` (the only convention), which grades such exercises'
+    checks all the same (`wanted_oracles`); or ''."""
+    joined = [exercise.id for exercise in exercises
+              if chosen and exercise.convention and exercise.convention not in chosen
+              and set(exercise.checks.present()) & set(CONVENTION_CHECKS)]
+    if not joined:
+        return ""
+    shown = ", ".join(joined[:3]) + (f" and {len(joined) - 3} more" if len(joined) > 3 else "")
+    return (f"--oracles {','.join(chosen)}: torch grades the gradient and hessian checks of "
+            f"{shown} too, as their `convention: torch` grades kinks by torch's derivative")
 
 
 def sample_seed(seed: int, exercise_id: str) -> int:
