@@ -2,8 +2,9 @@
 
 Static checks, which run nothing: every file loads (YAML, schema, program, names, points), ids are
 unique, each file is named `*.exercise.yaml` and starts with the schema line that editors use,
-and sampled domains keep every operation's argument clear of its kink, pole or domain edge
-(gradcheck.bank.reach). Then the
+sampled domains keep every operation's argument clear of its kink, pole or domain edge
+(gradcheck.bank.reach), and a hessian check has an oracle that can answer for its program
+(`plan.oracle_problems`, which `key build` reports too). Then the
 oracles: at the listed points and over each domain the three oracles agree (a disagreement is
 classified and shown, unless the exercise grades it by a `convention`), and hand-derived answers
 equal what they compute. Last, the reference engine is graded on every exercise and must pass
@@ -28,7 +29,7 @@ from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
 from gradcheck.bank.problems import Problem
 from gradcheck.bank.schema import SCHEMA_COMMENT, schema_comment
 from gradcheck.grading import compare
-from gradcheck.grading.plan import wanted_oracles
+from gradcheck.grading.plan import oracle_problems, wanted_oracles
 from gradcheck.oracles import second_order
 from gradcheck.program.ops import EDGE, KINK
 
@@ -263,7 +264,7 @@ def _disagreements(exercise: Exercise, agreement: compare.Agreement,
 
 
 #: Checks of one loaded exercise that run nothing, in order.
-STATIC_CHECKS: list[Check] = [domain_problems]
+STATIC_CHECKS: list[Check] = [domain_problems, oracle_problems]
 #: Checks that ask the oracles (they import torch and jax).
 ORACLE_CHECKS: list[Check] = [agreement_problems, answer_problems]
 

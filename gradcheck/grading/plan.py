@@ -11,6 +11,8 @@ import hashlib
 from typing import Any, Sequence, TypeVar
 
 from gradcheck.bank.models import ORACLES, Exercise
+from gradcheck.bank.problems import Problem
+from gradcheck.oracles import second_order
 
 JAX_CHUNK = 12
 #: the checks that compare an engine's gradients with the oracles' at points
@@ -54,6 +56,25 @@ def wanted_oracles(exercise: Exercise, name: str, chosen: Sequence[str] | None) 
     if name in CONVENTION_CHECKS and exercise.convention and exercise.convention not in wanted:
         wanted.append(exercise.convention)
     return wanted
+
+
+def oracle_problems(exercise: Exercise) -> list[Problem]:
+    """A hessian check none of whose oracles can give the program's second derivatives
+    (`second_order.unfit`) grades nothing, live or from an answer key, where it is stored as
+    live grading meets it: skipped, 0 points. `validate` and `key build` both report it."""
+    if exercise.checks.hessian is None:
+        return []
+    program = exercise.program
+    reasons = [second_order.unfit(program, oracle)
+               for oracle in wanted_oracles(exercise, "hessian", None)]
+    if not all(reasons):
+        return []
+    fit = [oracle for oracle in ORACLES if not second_order.unfit(program, oracle)]
+    why = "; ".join(str(reason).removeprefix("skipped: ") for reason in reasons)
+    return [exercise.problem(("checks", "hessian", "oracles"), (
+        f"{why}, and no other oracle is listed, so this check grades nothing, live or with an "
+        f"answer key (it is skipped and scores 0); add {' and '.join(fit)} to `oracles`, or "
+        "leave `oracles` out"))]
 
 
 def convention_note(exercises: Sequence[Exercise], chosen: Sequence[str] | None) -> str:
