@@ -41,7 +41,7 @@ from gradcheck.grading.grader import (
     prestart,
     resolve_submission,
 )
-from gradcheck.grading.plan import oracle_list
+from gradcheck.grading.plan import convention_note, oracle_list
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import details_shown, explain, github, printable
 from gradcheck.reports.gradescope import ResultsFile, write_results_json
@@ -187,6 +187,9 @@ def run_grade(args: argparse.Namespace) -> int:
         print(describe(chosen.paths, len(bank.exercises), course, len(bank.broken)),
               file=sys.stderr)
         print(cgroup.describe(args.memory_mb), file=sys.stderr)
+        note = convention_note(bank.exercises, args.oracles)
+        if note:
+            print(f"gradcheck grade: {note}", file=sys.stderr)
     if args.watch:
         # the watch's own key stands for live oracles: the submission may import what it may
         # when graded live

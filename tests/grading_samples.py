@@ -68,6 +68,26 @@ checks:
   gradients: {}
 """
 
+#: A detached factor under second derivatives: finite differences cannot give them (they move
+#: the detached value with the point), torch and jax can (docs/exercise-format.md).
+DETACH_HESSIAN = """\
+id: detach-hessian
+title: A detached factor in second derivatives
+topic: 08-higher-order
+points: 3
+inputs:
+  x: {value: 0.8, domain: {low: -2, high: 2}}
+  y: {value: -0.6, domain: {low: -2, high: 2}}
+program: |
+  s = (x * y).detach()
+  z = x * x * s + y.sin() * x
+checks:
+  gradients:
+    points: [{x: 1.0, y: 1.0}]
+  hessian:
+    count: 3
+"""
+
 # torch in float32: exact at x = 0.5 (square's listed point and graph), off in the 8th digit at
 # sampled points and at the hidden cube's x = 0.3, so it fails exactly those checks.
 FLOAT32 = """\

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from another_user import PYTHON, as_another_user, key_reader, open_folder  # noqa: F401
-from grading_samples import CUBE, PRODUCT, read_results
+from grading_samples import CUBE, DETACH_HESSIAN, PRODUCT, read_results
 
 import gradcheck
 from gradcheck import __version__
@@ -168,6 +168,29 @@ def test_a_key_with_random_programs_pins_the_hypothesis_that_drew_them(tmp_path)
         assert archive.read("requirements.txt").decode() == (
             "gradcheck @ git+https://example.org/g.git\n"
             f"hypothesis=={importlib.metadata.version('hypothesis')}\n")
+
+
+def test_a_hessian_of_a_detach_is_bundled_and_one_that_grades_nothing_is_refused(tmp_path):
+    """The key built for the bundle holds torch's and jax's second derivatives where finite
+    differences cannot give them; with finite differences its only oracle, the check would
+    grade nothing on Gradescope, so the bundle is refused with `validate`'s line for it."""
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    path = folder / "detach-hessian.exercise.yaml"
+    path.write_text(DETACH_HESSIAN)
+    out = bundle.gradescope([folder], tmp_path / "a.zip", seed=3,
+                            requirement="gradcheck @ git+https://example.org/g.git")
+    with zipfile.ZipFile(out) as archive:
+        archive.extract("key.json", tmp_path)
+    stored = json.loads((tmp_path / "key.json").read_text())
+    assert {"fd", "torch", "jax"} <= set(stored["exercises"]["detach-hessian"]["checks"]["hessian"])
+    path.write_text(DETACH_HESSIAN + "    oracles: [fd]\n")
+    with pytest.raises(bundle.BundleError, match=(
+            "a check that grades nothing cannot be bundled; fix it \\(see `gradcheck "
+            f"validate`\\):\n{path}:16: checks.hessian.oracles: finite differences along")):
+        bundle.gradescope([folder], tmp_path / "b.zip",
+                          requirement="gradcheck @ git+https://example.org/g.git")
+    assert not (tmp_path / "b.zip").exists()
 
 
 def test_scripts_are_valid_bash(autograder):

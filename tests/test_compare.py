@@ -243,6 +243,40 @@ def test_a_wrong_answer_where_the_oracles_disagree_is_never_blamed():
     assert grading.verdicts[0].disagreements[0].reason == KINK
 
 
+def test_a_convention_whose_oracle_did_not_run_lets_no_other_oracle_grade():
+    """abs'(0) is 0 by torch's convention and 1 by jax's: with jax alone nothing tells a kink
+    from any other point, so nothing is graded rather than jax's answer."""
+    program = parse("z = abs(x)", {"x": None})
+    points = [{"x": 0.0}, {"x": 1.0}]
+    results = compute(program, points, ["x"], ["jax"])
+    grading = grade(program, points, ["x"], results, _answers(results, ["x"], "jax"),
+                    convention="torch")
+    assert [v.status for v in grading.verdicts] == ["skipped", "skipped"]
+    assert grading.message == ("skipped: torch was not asked; the convention is torch's, so no "
+                               "other oracle grades this check in its place")
+
+
+def test_second_derivatives_by_finite_differences_alone_leave_a_kink_ungraded_as_first_order():
+    """relu(x) * 2 + relu(-x) * 3 at 0: finite differences give the mean of the slopes 2 and
+    -3, no one's convention. The first-order check leaves it out; so does the hessian check's
+    first derivative, which finite differences alone estimate the same way."""
+    from gradcheck.oracles import second_order
+
+    program = parse("z = x.relu() * 2 + (-x).relu() * 3", {"x": None})
+    points = [{"x": 0.0}, {"x": 1.0}]
+    first = agree(program, compute(program, points, ["x"], ["fd"]), ["x"], points)
+    rows, _, labels = second_order.expand(points, second_order.directions(program, ["x"]))
+    second = agree(program, second_order.compute(program, points, ["x"], None, ["fd"]), ["x"],
+                   rows, directions=labels)
+    slope = next(q for q in first.quantities if q.name == "x")
+    along = next(q for q in second.quantities if q.name == "value")
+    assert slope.graded[:, 0].tolist() == along.graded[:, 0].tolist() == [False, True]
+    assert [(d.point, d.label, d.reason) for d in second.disagreements()] == [
+        (0, "dz/d(direction)", KINK), (0, "d2z/d(direction) dx", KINK)]
+    assert along.tolerance == Tolerances().fd  # an estimate, as first order's gradients are
+    assert along.expected[1, 0] == pytest.approx(2.0)
+
+
 @pytest.mark.parametrize("convention, passes, fails", [("torch", 0.0, 1.0), ("jax", 1.0, 0.0)])
 def test_a_convention_grades_disagreements_against_that_oracle_labelled(convention, passes,
                                                                         fails):
@@ -364,3 +398,93 @@ def test_oracles_that_read_the_same_and_still_disagree_say_how_far_apart():
                                        "5.551115123e-17)")
     plain = Disagreement(0, "dz/dx", ILL, {"torch": 0.3, "jax": 0.5}, "", None)
     assert plain.describe("x=1.0") == "dz/dx at x=1.0: torch 0.3, jax 0.5"
+
+
+# --- a convention under --oracles ----------------------------------------------------------------
+
+MAX_TIE = """\
+id: max-tie-abs
+title: max(a, b) written with abs, at a tie (torch's convention)
+topic: 06-operations
+points: 2
+convention: torch
+inputs:
+  a: {value: 1.0}
+  b: {value: 1.0}
+program: |
+  m = (a + b + (a - b).abs()) / 2
+  z = m * m
+checks:
+  gradients:
+    points: [{a: 2.0, b: 1.0}]
+"""
+
+RELU_BOTH_SIDES = """\
+id: relu-both-sides
+title: relu(x) and relu(-x) meet at 0 (torch's convention)
+topic: 06-operations
+points: 2
+convention: torch
+inputs:
+  x: {value: 0.0}
+program: |
+  z = x.relu() * 2 + (-x).relu() * 3
+checks:
+  gradients:
+    points: [{x: 1.0}]
+  hessian:
+    points: [{x: 0.5}]
+"""
+
+
+@pytest.mark.parametrize("oracles", [["jax"], ["fd"]])
+def test_a_torch_convention_is_graded_by_torch_whatever_oracles_are_asked(tmp_path, oracles):
+    """`--oracles jax` or `--oracles fd` leave torch out, but an exercise with `convention:
+    torch` is graded by torch at its kinks all the same, first and second order alike: the
+    reference, which is torch, loses nothing, and an engine with jax's abs'(0) = 1 loses the
+    tie, told torch's value."""
+    from gradcheck.bank.bundled import reference_path
+    from gradcheck.bank.loader import load_bank
+    from gradcheck.course.mutants import CATALOGUE
+    from gradcheck.course.mutation import mutate
+    from gradcheck.grading.grader import Grader
+
+    (tmp_path / "max-tie-abs.exercise.yaml").write_text(MAX_TIE)
+    (tmp_path / "relu-both-sides.exercise.yaml").write_text(RELU_BOTH_SIDES)
+    bank = load_bank(tmp_path)
+    jax_abs = tmp_path / "jax_abs.py"
+    jax_abs.write_text(mutate((reference_path() / "__init__.py").read_text(),
+                              next(m for m in CATALOGUE if m.name == "abs-kink-one")))
+
+    def graded(submission):
+        with Grader(submission, seed=11, oracles=oracles) as grader:
+            return {(r.exercise_id, r.check): r for r in grader.grade_bank(bank).results}
+
+    reference = graded("reference")
+    assert {key: r.status for key, r in reference.items()} == {
+        ("max-tie-abs", "gradients"): "passed", ("relu-both-sides", "gradients"): "passed",
+        ("relu-both-sides", "hessian"): "passed"}
+    assert any(note.startswith("graded against torch's convention at 1 point")
+               for note in reference[("max-tie-abs", "gradients")].author_notes)
+    tie = graded(jax_abs)[("max-tie-abs", "gradients")]
+    assert tie.status == "failed" and "it should pass 0.0" in tie.message
+
+
+def test_grade_says_once_which_exercises_torch_grades_although_oracles_leave_it_out(
+        tmp_path, capsys):
+    from grading_samples import PRODUCT
+
+    from gradcheck.cli import main
+
+    (tmp_path / "max-tie-abs.exercise.yaml").write_text(MAX_TIE)
+    (tmp_path / "relu-both-sides.exercise.yaml").write_text(RELU_BOTH_SIDES)
+    (tmp_path / "product.exercise.yaml").write_text(PRODUCT)
+    for oracles, said in (("fd", True), ("fd,torch", False)):
+        assert main(["grade", "reference", "--exercises", str(tmp_path), "--seed", "1",
+                     "--oracles", oracles]) == 0
+        err = capsys.readouterr().err
+        assert err.count("torch grades") == said
+        assert said == (
+            f"gradcheck grade: --oracles {oracles}: torch grades the gradient and hessian checks "
+            "of max-tie-abs, relu-both-sides too, as their `convention: torch` grades kinks by "
+            "torch's derivative\n" in err)

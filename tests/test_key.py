@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from grading_samples import BROKEN, CUBE, PRODUCT, write_bank
+from grading_samples import BROKEN, CUBE, DETACH_HESSIAN, PRODUCT, write_bank
 
 from gradcheck.bank.bundled import bank_dir, reference_path, starter_path
 from gradcheck.bank.loader import load_bank
@@ -244,7 +244,8 @@ def test_a_key_from_another_version_or_for_another_seed_is_refused(key, tmp_path
     data["format"] = 1  # before finite differences and second derivatives were in the key
     other.write_text(json.dumps(data))
     with pytest.raises(answer_key.KeyFileError, match="is in format 1, and this gradcheck reads "
-                                                      "format 3; rebuild it"):
+                                                      f"format {answer_key.FORMAT}; "
+                                                      "rebuild it"):
         answer_key.load(other)
     other.write_text("{}")
     with pytest.raises(GraderError, match="is not an answer key written by `gradcheck key build`"):
@@ -709,3 +710,91 @@ def test_a_gradient_torch_changed_before_a_backward_raised_is_compared_only_once
             ("partial-backward", partial), ("partial-then-sgd", then_sgd)}, engine
     message = next(m for _, check, _, _, m, _ in graded(twice, folder) if check == "behaviour")
     assert "step 6" in message and "x.grad" in message, message
+
+
+def test_a_key_holds_a_hessian_of_a_detach_as_live_grading_grades_it(tmp_path, capsys):
+    """Live grading grades such a check by torch and jax, finite differences skipped; the key
+    stores that skip, so a keyed grading is the live one, for the reference and for an engine
+    whose detach keeps the history."""
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    (folder / "detach-hessian.exercise.yaml").write_text(DETACH_HESSIAN)
+    (folder / "product.exercise.yaml").write_text(PRODUCT)
+    key = tmp_path / "key.json"
+    assert main(["key", "build", "--exercises", str(folder), "--seed", str(SEED),
+                 "--out", str(key)]) == 0
+    assert f"wrote {key}: 2 exercises" in capsys.readouterr().out
+    stored = json.loads(key.read_text())["exercises"]["detach-hessian"]["checks"]["hessian"]
+    assert stored["fd"] == {"unfit": "skipped: finite differences along a direction move a "
+                                     "detached value with the point, so they cannot give its "
+                                     "second derivatives"}
+    assert {"torch", "jax"} <= set(stored)
+    for engine, hessian in (("reference", "passed"), ("detach-keeps-history", "failed")):
+        submission = mutant(engine, tmp_path)
+        live = graded(submission, folder)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", answer_key.StaleKeyWarning)
+            assert graded(submission, folder, key=key) == live
+        (_, _, status, _, _, notes), = [r for r in live if r[:2] == ("detach-hessian", "hessian")]
+        assert status == hessian and notes[0].startswith("fd skipped: finite differences")
+
+
+def test_a_hessian_no_oracle_can_grade_is_reported_by_key_build_as_by_validate(tmp_path, capsys):
+    """With finite differences its only oracle, a hessian check of a detach grades nothing:
+    `key build` names its file, line and field and what to do, as `validate` does, and still
+    writes the key for every exercise, that one as live grading meets it (the check skipped)."""
+    from gradcheck.course.validate import validate
+
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    path = folder / "detach-hessian.exercise.yaml"
+    path.write_text(DETACH_HESSIAN + "    oracles: [fd]\n")
+    (folder / "product.exercise.yaml").write_text(PRODUCT)
+    key = tmp_path / "key.json"
+    assert main(["key", "build", "--exercises", str(folder), "--seed", str(SEED),
+                 "--out", str(key)]) == 1
+    streams = capsys.readouterr()
+    problem = (f"{path}:16: checks.hessian.oracles: finite differences along a direction move a "
+               "detached value with the point, so they cannot give its second derivatives, and "
+               "no other oracle is listed, so this check grades nothing, live or with an answer "
+               "key (it is skipped and scores 0); add torch and jax to `oracles`, or leave "
+               "`oracles` out")
+    assert problem in streams.err.splitlines()
+    assert f"wrote {key}: 2 exercises" in streams.out
+    assert problem in map(str, validate([folder], static=True))
+    live = graded("reference", folder)
+    assert graded("reference", folder, key=key) == live
+    assert [status for exercise, check, status, *_ in live if check == "hessian"] == ["skipped"]
+
+
+def test_a_key_holds_torch_for_a_torch_convention_whatever_a_check_lists(tmp_path):
+    """A check of a `convention: torch` exercise is graded by torch whatever its `oracles` say
+    (here jax alone, whose abs'(0) is 1): the key holds torch's answers for it, and a keyed
+    grading takes them from there as a live one computes them."""
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    (folder / "max-tie.exercise.yaml").write_text("""\
+id: max-tie
+title: max(a, b) written with abs, at a tie (torch's convention)
+topic: 06-operations
+points: 1
+convention: torch
+inputs:
+  a: {value: 1.0}
+  b: {value: 1.0}
+program: |
+  m = (a + b + (a - b).abs()) / 2
+  z = m * m
+checks:
+  gradients:
+    oracles: [jax]
+""")
+    key = tmp_path / "key.json"
+    answer_key.build(load_bank(folder), SEED, key)
+    assert {"jax", "torch"} <= set(json.loads(key.read_text())["exercises"]["max-tie"]["checks"]
+                                   ["gradients"])
+    live = graded("reference", folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", answer_key.StaleKeyWarning)
+        assert graded("reference", folder, key=key) == live
+    assert [status for _, _, status, *_ in live] == ["passed"]

@@ -566,7 +566,8 @@ class Exercise(_Model):
     convention: Literal["torch"] | None = None
     """At kinks, grade torch's derivative; by default points where oracles disagree are not.
     Only torch: the protocol asks an engine to behave as torch does, so a check graded by jax's
-    convention would fail every faithful engine (and the reference, so `validate` refuses it)."""
+    convention would fail every faithful engine (and the reference, so `validate` refuses it).
+    torch then grades every gradient and hessian check, whatever its `oracles` or `--oracles`."""
     timeout: float = Field(10.0, gt=0, le=600)
     """Seconds the whole exercise may take in the worker."""
 

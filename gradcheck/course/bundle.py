@@ -58,6 +58,7 @@ from gradcheck.course.scaffold import (
 from gradcheck.course.wheel import WheelError, build_wheel
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import GraderError
+from gradcheck.grading.plan import oracle_problems
 
 #: Where run_autograder finds the key, beside the exercises, in the bundle's folder.
 KEY_NAME = "key.json"
@@ -133,7 +134,8 @@ def classroom(paths: list[Path], out: Path, *, key: Path | None = None, seed: in
 
 
 def _load(paths: list[Path], course: Course | None) -> Bank:
-    """The bank at `paths`, whole (a broken exercise is refused), said on stderr."""
+    """The bank at `paths`, whole (a broken exercise, or a check that would grade nothing, is
+    refused), said on stderr."""
     for path in paths:
         if not path.exists():
             raise BundleError(f"--exercises {path}: no such file or folder")
@@ -144,6 +146,10 @@ def _load(paths: list[Path], course: Course | None) -> Bank:
                           f"validate`):\n{error}") from error
     if not bank.exercises:
         raise BundleError("no *.exercise.yaml files in " + ", ".join(map(str, paths)))
+    problems = [problem for exercise in bank.exercises for problem in oracle_problems(exercise)]
+    if problems:
+        raise BundleError("a check that grades nothing cannot be bundled; fix it (see "
+                          "`gradcheck validate`):\n" + "\n".join(map(str, problems)))
     print(describe(paths, len(bank.exercises), course), file=sys.stderr)
     return bank
 

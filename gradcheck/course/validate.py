@@ -2,8 +2,9 @@
 
 Static checks, which run nothing: every file loads (YAML, schema, program, names, points), ids are
 unique, each file is named `*.exercise.yaml` and starts with the schema line that editors use,
-and sampled domains keep every operation's argument clear of its kink, pole or domain edge
-(gradcheck.bank.reach). Then the
+sampled domains keep every operation's argument clear of its kink, pole or domain edge
+(gradcheck.bank.reach), and a hessian check has an oracle that can answer for its program
+(`plan.oracle_problems`, which `key build` reports too). Then the
 oracles: at the listed points and over each domain the three oracles agree (a disagreement is
 classified and shown, unless the exercise grades it by a `convention`), and hand-derived answers
 equal what they compute. Last, the reference engine is graded on every exercise and must pass
@@ -28,6 +29,7 @@ from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
 from gradcheck.bank.problems import Problem
 from gradcheck.bank.schema import SCHEMA_COMMENT, schema_comment
 from gradcheck.grading import compare
+from gradcheck.grading.plan import oracle_problems, wanted_oracles
 from gradcheck.oracles import second_order
 from gradcheck.program.ops import EDGE, KINK
 
@@ -176,13 +178,11 @@ def agreement_problems(exercise: Exercise) -> list[Problem]:
     problems = []
     reached = bool(domain_problems(exercise))
     if exercise.checks.gradients:
-        agreement = _agreement(exercise, exercise.check_points("gradients"),
-                               exercise.checks.gradients.oracles)
+        agreement = _agreement(exercise, "gradients", exercise.check_points("gradients"))
         problems += _disagreements(exercise, agreement, lambda i: (
             ("checks", "gradients", "points", i - 1) if i else ("inputs",)), "move the point")
     if exercise.checks.sampled and not reached:
-        agreement = _agreement(exercise, exercise.check_points("sampled", SEED),
-                               exercise.checks.sampled.oracles)
+        agreement = _agreement(exercise, "sampled", exercise.check_points("sampled", SEED))
         problems += _disagreements(exercise, agreement, lambda i: ("checks", "sampled"),
                                    "narrow the domains, `avoid` the point")
     if exercise.checks.hessian:
@@ -194,7 +194,7 @@ def agreement_problems(exercise: Exercise) -> list[Problem]:
         rows, _, labels = second_order.expand(points, second_order.directions(
             exercise.program, names, check.vector))
         results = second_order.compute(exercise.program, points, names, check.vector,
-                                       check.oracles)
+                                       wanted_oracles(exercise, "hessian", None))
         agreement = compare.agree(exercise.program, results, names, rows,
                                   exercise.tolerance.pair(), exercise.convention, labels)
         problems += _disagreements(exercise, agreement, lambda i: ("checks", "hessian"),
@@ -207,7 +207,7 @@ def answer_problems(exercise: Exercise) -> list[Problem]:
     answers = exercise.checks.answers
     if answers is None:
         return []
-    agreement = _agreement(exercise, exercise.check_points("answers"), answers.oracles)
+    agreement = _agreement(exercise, "answers", exercise.check_points("answers"))
     problems = _disagreements(exercise, agreement, lambda i: ("checks", "answers", "cases", i),
                               "choose another point")
     for quantity in agreement.quantities:
@@ -232,9 +232,10 @@ SEED = 0
 SHOWN = 3
 
 
-def _agreement(exercise: Exercise, points: list[Point], chosen: Sequence[str]
-               ) -> compare.Agreement:
-    results = oracles.compute(exercise.program, points, exercise.grad_names, chosen)
+def _agreement(exercise: Exercise, check: str, points: list[Point]) -> compare.Agreement:
+    """The oracles' agreement at `points`: those that grade `check`, as grading asks them."""
+    results = oracles.compute(exercise.program, points, exercise.grad_names,
+                              wanted_oracles(exercise, check, None))
     return compare.agree(exercise.program, results, exercise.grad_names, points,
                          exercise.tolerance.pair(), exercise.convention)
 
@@ -263,7 +264,7 @@ def _disagreements(exercise: Exercise, agreement: compare.Agreement,
 
 
 #: Checks of one loaded exercise that run nothing, in order.
-STATIC_CHECKS: list[Check] = [domain_problems]
+STATIC_CHECKS: list[Check] = [domain_problems, oracle_problems]
 #: Checks that ask the oracles (they import torch and jax).
 ORACLE_CHECKS: list[Check] = [agreement_problems, answer_problems]
 

@@ -70,12 +70,13 @@ from gradcheck.grading.plan import (
     GRADIENT_CHECKS,
     GraderError,
     jax_modules,
+    oracle_problems,
     sample_seed,
     search_options,
     torch_request,
     wanted_oracles,
 )
-from gradcheck.oracles import OracleResult, Skipped, second_order
+from gradcheck.oracles import OracleResult, Skipped, Unfit, second_order
 from gradcheck.program.language import Program, parse
 
 if TYPE_CHECKING:
@@ -87,11 +88,10 @@ Live = Callable[[list[str]], "dict[str, OracleResult | Skipped]"]
 
 #: 2: finite differences and the hessian checks' second derivatives are in the key too.
 #: 3: torch's behaviour records say which gradients a backward that raised changed first.
-FORMAT = 3
+#: 4: an oracle that cannot answer for a check's program is stored as such (`Unfit`).
+FORMAT = 4
 #: Above this many bytes of JSON the key is written gzip-compressed whatever its name.
 LARGE = 1 << 20
-#: The oracles whose results a key holds.
-KEYED = ("fd", "torch", "jax")
 #: torch's chain-rule walk (for feedback that names the faulty operation) is stored at the
 #: leading points of each gradient check, as many as hold at most this many nodes in all (every
 #: point of a program of up to a hundred nodes), and at least at the first point. A check that
@@ -326,8 +326,7 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
                                 "torch": handler.handle(torch_engine, request, touched=True)}
                 continue
             points = exercise.check_points(name, sample_seed(seed, exercise.id))
-            listed = [o for o in getattr(getattr(exercise.checks, name), "oracles", KEYED)
-                      if o in KEYED]
+            listed = wanted_oracles(exercise, name, None)
             if name == "hessian":
                 checks[name] = {"points": points}
                 _store(checks[name], second_order.compute(
@@ -362,11 +361,15 @@ def build(bank: Bank, seed: int, out: str | Path) -> Key:
 
 
 def _store(check: dict[str, Any], results: dict[str, OracleResult | Skipped]) -> None:
-    """Each oracle's results in the key's entry for a check; an oracle missing here is fatal."""
+    """Each oracle's results in the key's entry for a check, or why it cannot answer for the
+    check's program (`Unfit`), as live grading meets it; an oracle missing here is fatal."""
     for oracle, result in results.items():
-        if isinstance(result, Skipped):
+        if isinstance(result, Unfit):
+            check[oracle] = {"unfit": result.reason}
+        elif isinstance(result, Skipped):
             raise KeyFileError(f"building an answer key needs torch and jax: {result}")
-        check[oracle] = _encode(result)
+        else:
+            check[oracle] = _encode(result)
 
 
 def _random_programs(exercise: Exercise, seed: int) -> dict[str, Any] | None:
@@ -471,7 +474,10 @@ def _encode(result: OracleResult) -> dict[str, Any]:
     return encoded
 
 
-def _decode(oracle: str, stored: dict[str, Any]) -> OracleResult:
+def _decode(oracle: str, stored: dict[str, Any]) -> OracleResult | Unfit:
+    if "unfit" in stored:
+        return Unfit(stored["unfit"])
+
     def arrays(field: str, dtype: type) -> dict[str, np.ndarray] | None:
         if field not in stored:
             return None
@@ -511,7 +517,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the key; 1 if some exercise files are broken (the others are in the key)."""
+    """Build the key; 1 if some exercise files are broken (the others are in the key) or some
+    check grades nothing (`oracle_problems`: the key holds it as live grading meets it)."""
     try:
         course = find_course()
         chosen = selection.from_arguments(args, lambda: bank_default(course))
@@ -532,9 +539,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for _, error in bank.broken:
         print(f"left out of the key, broken: {_first(error)}", file=sys.stderr)
+    problems = [problem for exercise in bank.exercises for problem in oracle_problems(exercise)]
+    for problem in problems:
+        print(problem, file=sys.stderr)
     print(f"wrote {args.out}: {len(bank.exercises)} exercises, seed {seed}, "
           f"gradcheck {__version__}")
-    return 1 if bank.broken else 0
+    return 1 if bank.broken or problems else 0
 
 
 def _first(error: ExerciseError) -> str:

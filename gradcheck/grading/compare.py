@@ -7,7 +7,8 @@ Grading happens in two steps, both vectorised over all points:
    the value is not graded and the reason is classified for the exercise's author: a kink, a
    convention (torch and jax differ, e.g. abs'(0)), a domain edge or pole (non-finite values), or
    ill-conditioning (the two finite-difference stencils differ). An exercise may instead grade such
-   values against one oracle's convention (`convention="torch"`), labelled as such.
+   values against one oracle's convention (`convention="torch"`), labelled as such; where that
+   oracle did not run, no other stands in for it and nothing is graded.
 2. Grading (:func:`grade`): the values an engine reported (plain JSON numbers) are compared with
    the expected ones. Non-finite values are compared as such before any relative error, so NaN
    never passes by arithmetic accident, and an input the output does not depend on is expected to
@@ -148,13 +149,21 @@ def agree(program: Program, results: Mapping[str, OracleResult | Skipped],
     With `directions` the results are second order (gradcheck.oracles.second_order): row i is
     a point and a direction d, its value the first derivative along v, and its gradients
     those of that derivative (a row of the Hessian, or H d), which always exist (0 where
-    nothing depends on an input)."""
+    nothing depends on an input). With a `convention` whose oracle did not run, nothing is
+    graded: the oracles left would decide at a kink by their own conventions."""
     if convention not in (None, "torch", "jax"):
         raise ValueError(f"convention must be 'torch' or 'jax', not {convention!r}")
     # analytic oracles first, so that reports read "torch ..., jax ..., finite differences ..."
     ran = {k: results[k] for k in sorted(results, key=_ORDER.index)
            if isinstance(results[k], OracleResult)}
     skipped = {k: r.reason for k, r in results.items() if isinstance(r, Skipped)}
+    if convention is not None and convention not in ran:
+        # No other oracle stands in for the convention's: where it did not run, which values
+        # it would decide is unknown, and any graded there could cost a faithful engine a point.
+        why = skipped.get(convention, f"skipped: {convention} was not asked")
+        skipped[convention] = (f"{why}; the convention is {convention}'s, so no other oracle "
+                               f"grades this check in its place")
+        ran = {}
     batch = as_batch(program, points) if points is not None else {}
     quantities: list[Quantity] = []
     if ran:
@@ -162,18 +171,22 @@ def agree(program: Program, results: Mapping[str, OracleResult | Skipped],
         second = directions is not None
         # numpy evaluates a first-order value exactly; a second-order one (a first derivative)
         # it only estimates, so there the analytic oracles judge it when they ran
-        exact = {k: r for k, r in ran.items() if not (second and k == "fd")} or ran
-        values = {("numpy" if k == "fd" else k): _wide(r.value) for k, r in exact.items()}
-        quantities.append(_judge_value(f"d{program.output_name}/d(direction)" if second else
-                                       program.output_name, None if second else out.size,
-                                       values, tolerance))
-        reached = set(program.inputs) if second else reached_inputs(program)
+        exact = {k: r for k, r in ran.items() if not (second and k == "fd")}
         kinks = np.array([bool(OPS[n.op].kinks) if n.op in OPS else False
                           for n in program.nodes])
+        if exact:
+            values = {("numpy" if k == "fd" else k): _wide(r.value) for k, r in exact.items()}
+            quantities.append(_judge_value(f"d{program.output_name}/d(direction)" if second
+                                           else program.output_name,
+                                           None if second else out.size, values, tolerance))
+        else:  # the first derivatives are finite differences' own estimates, judged as theirs
+            quantities.append(_judge_estimate(f"d{program.output_name}/d(direction)", ran["fd"],
+                                              tolerance, kinks))
+        reached = set(program.inputs) if second else reached_inputs(program)
         for name in dict.fromkeys(requires_grad):
             quantities.append(_judge_grad(program, name, name in reached, ran, tolerance, kinks,
                                           second))
-        if convention is not None and convention in ran:
+        if convention is not None:
             for q in quantities:
                 _by_convention(q, convention, tolerance)
     return Agreement(program, batch, quantities, skipped, convention, directions)
@@ -192,6 +205,26 @@ def _judge_value(name: str, size: int | None, values: dict[str, np.ndarray],
     source = next(k for k in (*ANALYTIC, "numpy") if k in values)
     return Quantity("value", name, size, True, values, values[source], tolerance.analytic,
                     reason == _AGREED, reason, np.zeros(first.shape, bool))
+
+
+def _judge_estimate(name: str, fd: OracleResult, tolerance: Tolerances, kinks: np.ndarray
+                    ) -> Quantity:
+    """Second order, finite differences alone: the first derivative along each row's direction
+    is their estimate, not graded where a stencil of the row crosses a kink, pole or domain
+    edge, as a first-order gradient of theirs is not (the central difference across relu's kink
+    gives the mean of its two slopes, which is no one's convention)."""
+    assert fd.crossing is not None
+    estimate = _wide(fd.value)
+    # every input's crossing holds the same mark per row: the node nearest any stencil of it
+    crossing = np.asarray(next(iter(fd.crossing.values()))).reshape(len(estimate), -1)[:, :1]
+    reason = np.zeros(estimate.shape, np.int8)
+    crossed = crossing >= 0
+    at_kink = kinks[np.maximum(crossing, 0)] & crossed
+    reason[at_kink] = _KINK
+    reason[crossed & ~at_kink] = _EDGE
+    reason[(reason == _AGREED) & ~np.isfinite(estimate)] = _EDGE
+    return Quantity("value", name, None, True, {"fd": estimate}, estimate, tolerance.fd,
+                    reason == _AGREED, reason, np.zeros(estimate.shape, bool), crossing)
 
 
 def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, OracleResult],

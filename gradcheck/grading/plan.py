@@ -11,10 +11,14 @@ import hashlib
 from typing import Any, Sequence, TypeVar
 
 from gradcheck.bank.models import ORACLES, Exercise
+from gradcheck.bank.problems import Problem
+from gradcheck.oracles import second_order
 
 JAX_CHUNK = 12
 #: the checks that compare an engine's gradients with the oracles' at points
 GRADIENT_CHECKS = ("gradients", "sampled", "answers")
+#: the checks an exercise's `convention` decides at kinks
+CONVENTION_CHECKS = (*GRADIENT_CHECKS, "hessian")
 T = TypeVar("T")
 
 
@@ -44,9 +48,47 @@ def jax_modules(checks: Sequence[tuple[int, T]]) -> list[list[T]]:
 
 def wanted_oracles(exercise: Exercise, name: str, chosen: Sequence[str] | None) -> list[str]:
     """The oracles the check `name` is graded against in a run that asks for `chosen` (None:
-    every one the check names)."""
-    return [o for o in getattr(getattr(exercise.checks, name), "oracles", ORACLES)
-            if chosen is None or o in chosen]
+    every one the check names). The oracle of the exercise's `convention` is always among those
+    of a check it decides (CONVENTION_CHECKS): at a kink, no other oracle may stand in for it,
+    or a faithful engine would lose the point to another convention."""
+    wanted = [o for o in getattr(getattr(exercise.checks, name), "oracles", ORACLES)
+              if chosen is None or o in chosen]
+    if name in CONVENTION_CHECKS and exercise.convention and exercise.convention not in wanted:
+        wanted.append(exercise.convention)
+    return wanted
+
+
+def oracle_problems(exercise: Exercise) -> list[Problem]:
+    """A hessian check none of whose oracles can give the program's second derivatives
+    (`second_order.unfit`) grades nothing, live or from an answer key, where it is stored as
+    live grading meets it: skipped, 0 points. `validate` and `key build` both report it."""
+    if exercise.checks.hessian is None:
+        return []
+    program = exercise.program
+    reasons = [second_order.unfit(program, oracle)
+               for oracle in wanted_oracles(exercise, "hessian", None)]
+    if not all(reasons):
+        return []
+    fit = [oracle for oracle in ORACLES if not second_order.unfit(program, oracle)]
+    why = "; ".join(str(reason).removeprefix("skipped: ") for reason in reasons)
+    return [exercise.problem(("checks", "hessian", "oracles"), (
+        f"{why}, and no other oracle is listed, so this check grades nothing, live or with an "
+        f"answer key (it is skipped and scores 0); add {' and '.join(fit)} to `oracles`, or "
+        "leave `oracles` out"))]
+
+
+def convention_note(exercises: Sequence[Exercise], chosen: Sequence[str] | None) -> str:
+    """What a run that asks for `chosen` (`--oracles`) is told once when it leaves out torch,
+    the oracle of `convention: torch` (the only convention), which grades such exercises'
+    checks all the same (`wanted_oracles`); or ''."""
+    joined = [exercise.id for exercise in exercises
+              if chosen and exercise.convention and exercise.convention not in chosen
+              and set(exercise.checks.present()) & set(CONVENTION_CHECKS)]
+    if not joined:
+        return ""
+    shown = ", ".join(joined[:3]) + (f" and {len(joined) - 3} more" if len(joined) > 3 else "")
+    return (f"--oracles {','.join(chosen)}: torch grades the gradient and hessian checks of "
+            f"{shown} too, as their `convention: torch` grades kinks by torch's derivative")
 
 
 def sample_seed(seed: int, exercise_id: str) -> int:

@@ -63,6 +63,12 @@ class Skipped:
         return self.reason
 
 
+@dataclass(frozen=True)
+class Unfit(Skipped):
+    """An oracle that cannot answer for this program at all, wherever it runs (not for want of
+    a library): an answer key stores it, so that a keyed grading meets it as a live one does."""
+
+
 def as_batch(program: Program, points: Sequence[Mapping[str, Any]] | Mapping[str, Any]
              ) -> Batch:
     """Turn a list of points (name -> float or list of floats) into the batch form, checked.

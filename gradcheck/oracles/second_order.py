@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from gradcheck.oracles import OracleResult, Skipped, as_batch, backend
+from gradcheck.oracles import OracleResult, Skipped, Unfit, as_batch, backend
 from gradcheck.program.language import Program
 
 Direction = dict[str, Any]  # input name -> a number, or a list for a 1-D input
@@ -65,10 +65,15 @@ def compute(program: Program, points: Sequence[Mapping[str, Any]], requires_grad
         batch[name].shape) for name in wanted}
     results: dict[str, OracleResult | Skipped] = {}
     for name in oracles:
-        oracle = backend(name)
-        if name == "fd" and "detach" in program.ops_used():
-            oracle = Skipped("skipped: finite differences along a direction move a detached "
-                             "value with the point, so they cannot give its second derivatives")
+        oracle = unfit(program, name) or backend(name)
         results[name] = oracle if isinstance(oracle, Skipped) else oracle.run_second(
             program, batch, tangent, wanted)
     return results
+
+
+def unfit(program: Program, oracle: str) -> Unfit | None:
+    """Why `oracle` cannot give `program`'s second derivatives at all, or None."""
+    if oracle == "fd" and "detach" in program.ops_used():
+        return Unfit("skipped: finite differences along a direction move a detached value with "
+                     "the point, so they cannot give its second derivatives")
+    return None
