@@ -64,9 +64,10 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        """The engine passed every graded point; without one, the oracles agreed everywhere."""
+        """The engine passed every graded point, and some point was graded (a check of nothing
+        proves nothing); without an engine, the oracles agreed everywhere."""
         if self.grading is not None:
-            return self.grading.passed
+            return self.grading.passed and not self.grading.nothing_graded
         return not any(d.graded_by is None for d in self.agreement.disagreements())
 
     def __str__(self) -> str:
@@ -76,7 +77,8 @@ class CheckReport:
         n = self.agreement.n
         inputs = ", ".join(name if size is None else f"{name}[{size}]"
                            for name, size in self.program.inputs.items())
-        lines = [f"gradcheck: {'ok' if self.ok else 'FAILED'}",
+        unjudged = self.grading is not None and self.grading.nothing_graded
+        lines = [f"gradcheck: {'ok' if self.ok else 'NOTHING GRADED' if unjudged else 'FAILED'}",
                  f"  program: {_one_line(self.program.source)} -> {self.program.output_name}; "
                  f"inputs {inputs}",
                  f"  points: {n}" + (f" (drawn with seed {self.seed})"
@@ -91,8 +93,9 @@ class CheckReport:
                      f"{n} points" + ("" if graded == n else f"; {n - graded} not graded"))
         if self.grading is not None:
             failed = self.grading.count("failed")
-            lines.append(f"  engine {self.engine}: "
-                         + (f"FAILED at {failed} of {n} points" if failed else "passed"))
+            lines.append(f"  engine {self.engine}: " + (
+                f"FAILED at {failed} of {n} points" if failed
+                else "nothing graded" if unjudged else "passed"))
             for line in (self.diagnosis or self.grading.message).splitlines():
                 lines.append(f"    {line}")
             lines += [f"  note: {note}" for note in self.grading.author_notes

@@ -365,3 +365,15 @@ def test_a_failed_check_with_an_engine_names_the_faulty_operation():
         "At x=0.5, the backward of `y.exp()` (ExpBackward0, line 2 of the program) passed 1.0 to "
         "y; it should pass 4.48168907.")
     assert report.diagnosis.splitlines()[0] in str(report)
+
+
+def test_a_check_where_nothing_could_be_graded_is_not_ok():
+    """At a kink that jax and finite differences see differently, no point can be graded: the
+    engine is not said to pass a check of nothing."""
+    import torch
+
+    report = gradcheck.check("y = (a - b).abs()", at={"a": 1.0, "b": 1.0}, oracles=("jax", "fd"),
+                             engine=torch)
+    assert report.grading.nothing_graded and not report.ok
+    assert str(report).splitlines()[0] == "gradcheck: NOTHING GRADED"
+    assert "  engine torch: nothing graded" in str(report)

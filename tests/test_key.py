@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from grading_samples import BROKEN, CUBE, DETACH_HESSIAN, PRODUCT, write_bank
+from test_compare import MAX_TIE
 
 from gradcheck.bank.bundled import bank_dir, reference_path, starter_path
 from gradcheck.bank.loader import load_bank
@@ -773,26 +774,13 @@ def test_a_key_holds_torch_for_a_torch_convention_whatever_a_check_lists(tmp_pat
     grading takes them from there as a live one computes them."""
     folder = tmp_path / "bank"
     folder.mkdir()
-    (folder / "max-tie.exercise.yaml").write_text("""\
-id: max-tie
-title: max(a, b) written with abs, at a tie (torch's convention)
-topic: 06-operations
-points: 1
-convention: torch
-inputs:
-  a: {value: 1.0}
-  b: {value: 1.0}
-program: |
-  m = (a + b + (a - b).abs()) / 2
-  z = m * m
-checks:
-  gradients:
-    oracles: [jax]
-""")
+    # the exercise of tests/test_compare.py, its check asking jax alone
+    (folder / "max-tie.exercise.yaml").write_text(
+        MAX_TIE.replace("    points: [{a: 2.0, b: 1.0}]\n", "    oracles: [jax]\n"))
     key = tmp_path / "key.json"
     answer_key.build(load_bank(folder), SEED, key)
-    assert {"jax", "torch"} <= set(json.loads(key.read_text())["exercises"]["max-tie"]["checks"]
-                                   ["gradients"])
+    held = json.loads(key.read_text())["exercises"]["max-tie-abs"]["checks"]["gradients"]
+    assert {"jax", "torch"} <= set(held)
     live = graded("reference", folder)
     with warnings.catch_warnings():
         warnings.simplefilter("error", answer_key.StaleKeyWarning)
