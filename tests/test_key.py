@@ -763,6 +763,8 @@ def test_a_hessian_no_oracle_can_grade_is_reported_by_key_build_as_by_validate(t
     assert problem in streams.err.splitlines()
     assert f"wrote {key}: 2 exercises" in streams.out
     assert problem in map(str, validate([folder], static=True))
+    # said once: the reference's grading, which skips the check, does not say it again
+    assert [str(p) for p in validate([folder]) if p.field.startswith("checks.")] == [problem]
     live = graded("reference", folder)
     assert graded("reference", folder, key=key) == live
     assert [status for exercise, check, status, *_ in live if check == "hessian"] == ["skipped"]
