@@ -44,21 +44,22 @@ def load_exercise(path: str | os.PathLike[str]) -> Exercise:
     try:
         exercise = _build(source.data, source, file, hashlib.sha256(raw).hexdigest())
     except ExerciseError as error:
-        topic = source.data.get("topic") if isinstance(source.data, dict) else None
-        raise ExerciseError(repeated + error.problems, error.exercise, _visibility(source.data),
-                            topic if isinstance(topic, str) else "") from None
+        raise ExerciseError(repeated + error.problems, error.exercise,
+                            *_declared(source.data)) from None
     if repeated:
         raise ExerciseError(repeated, exercise, exercise.visibility, exercise.topic)
     return exercise
 
 
-def _visibility(data: Any) -> str | None:
-    """The visibility a broken file gives itself, if it is one (no key: visible, the default);
-    None when it cannot be told, and the file is then taken for one whose details are withheld."""
+def _declared(data: Any) -> tuple[str | None, str]:
+    """The visibility and topic a broken file gives itself, where it says them plainly. The
+    visibility: no key is visible, the default; None when it cannot be told, and the file is
+    then taken for one whose details are withheld. The topic: '' when not a text."""
     if not isinstance(data, dict):
-        return None
-    said = data.get("visibility", "visible")
-    return said if isinstance(said, str) and said in get_args(Visibility) else None
+        return None, ""
+    said, topic = data.get("visibility", "visible"), data.get("topic")
+    return (said if isinstance(said, str) and said in get_args(Visibility) else None,
+            topic if isinstance(topic, str) else "")
 
 
 def from_data(data: Any, file: str = "<data>") -> Exercise:

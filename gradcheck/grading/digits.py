@@ -51,10 +51,14 @@ def value_text(x: Any) -> str:
         return number_text(x)
     if isinstance(x, dict) and isinstance(x.get("error"), dict):
         error = x["error"]
-        lines = str(error.get("message", "")).strip().splitlines()
         return (f"an error (reading it raised {error.get('type', 'Error')}: "
-                f"{lines[0] if lines else ''})")
+                f"{first_line(str(error.get('message', '')))})")
     return repr(x)
+
+
+def first_line(text: str) -> str:
+    """The first line of a message that has any ('' for none): what a verdict quotes."""
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def pair_text(found: Numbers, expected: Numbers) -> tuple[str, str]:

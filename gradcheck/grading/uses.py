@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from gradcheck.grading.digits import first_line
 from gradcheck.program.language import Program
 from gradcheck.program.ops import OPS, PIECES, PROTOCOL
 
@@ -89,5 +90,5 @@ def _form(name: str, piece: str, node: Any) -> str:
 
 
 def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = first_line(text)
     return line if len(line) <= _MESSAGE else line[:_MESSAGE] + "..."

@@ -12,7 +12,7 @@ import numpy as np
 
 from gradcheck.bank.models import Exercise, Step
 from gradcheck.grading import compare, localise, uses
-from gradcheck.grading.digits import is_numeric, pair_text, value_text
+from gradcheck.grading.digits import first_line, is_numeric, pair_text, value_text
 from gradcheck.program.language import Program
 from gradcheck.program.session import parse_expect
 
@@ -79,14 +79,14 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
         if bool(want["error"]) != bool(got["error"]):
             if want["error"]:
                 return Verdict(f"{where}: torch raises {want['error']['type']} "
-                               f"({_first_line(want['error']['message'])}); your engine raised "
+                               f"({first_line(want['error']['message'])}); your engine raised "
                                "nothing", step=number)
             said = _error_sentence(program, "", got["error"])
             return Verdict(f"{where}: torch raises nothing; {said.message}", said.blocked_by,
                            number)
         if want["error"] and want["error"]["type"] != got["error"]["type"]:
             return Verdict(f"{where}: torch raises {want['error']['type']}, your engine "
-                           f"{got['error']['type']} ({_first_line(got['error']['message'])})",
+                           f"{got['error']['type']} ({first_line(got['error']['message'])})",
                            step=number)
         for item in step.expect:
             kind, name, _ = parse_expect(item)
@@ -150,10 +150,6 @@ def _raised(observed: Mapping[str, Any]) -> tuple[Any, Any]:
     return error.get("type"), error.get("message")
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
 def _error_sentence(program: Program, during: str, error: Mapping[str, Any]) -> Verdict:
     """What the engine raised, naming the use that failed when the record names one; blocked
     by that piece when the engine lacks it."""
@@ -162,4 +158,4 @@ def _error_sentence(program: Program, during: str, error: Mapping[str, Any]) -> 
         return Verdict(use.sentence, use.piece if use.missing else "")
     where = f" while {during}" if during else ""
     return Verdict(f"your engine raised {error.get('type', 'Error')}{where}: "
-                   f"{_first_line(str(error.get('message', '')))}")
+                   f"{first_line(str(error.get('message', '')))}")
