@@ -23,7 +23,6 @@ import gc
 import importlib
 import importlib.util
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ from gradcheck.bank.loader import Bank, exercise_files
 from gradcheck.bank.models import SUFFIX
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.bank.selection import Selection, SelectionError
-from gradcheck.engine import sandbox
+from gradcheck.engine import sandbox, scratch
 from gradcheck.grading import answer_key, fuzzing
 from gradcheck.grading.grader import resolve_submission
 from gradcheck.grading.results import GradeReport
@@ -79,11 +78,11 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
     seen = _snapshot(submission, chosen)  # before grading: a save meanwhile is graded next
     report = grade(bank, args.seed, args.key, None)
     seed = report.seed if report is not None else args.seed
-    with tempfile.TemporaryDirectory(prefix="gradcheck-watch-") as folder:
+    with scratch.folder(scratch.WATCH) as folder:
         oracles = set(args.oracles or ("torch", "jax"))
         try:  # loaded once, for every grading
             key = (answer_key.load(args.key) if args.key else
-                   _key(bank, seed, Path(folder) / "key.json", out)
+                   _key(bank, seed, folder / "key.json", out)
                    if oracles & {"torch", "jax"} else None)
         except answer_key.KeyFileError:  # the first grading said why
             return 2

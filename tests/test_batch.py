@@ -4,6 +4,7 @@ does (crash, hang, fail to import), and the batch carries on."""
 import csv
 import hashlib
 import json
+import os
 import shutil
 import signal
 import stat
@@ -51,11 +52,15 @@ def test_a_batch_with_crashing_and_hanging_engines_completes_with_every_row(fold
     bank = write_bank(tmp_path / "bank")  # square (3 points), a hidden cube (2), product (2)
     (bank / "product.exercise.yaml").write_text(PRODUCT)
     out = tmp_path / "out"
+    scratch = tmp_path / "tmp"  # the temporary folder of this batch alone
+    scratch.mkdir()
     run = subprocess.run(
         [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "-j", "2", "--out",
          str(out), "--exercises", str(bank), "--seed", "5", "--submission-timeout", "40"],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(scratch)})
     assert run.returncode == 1, run.stderr  # some submissions could not be graded
+    # the workers' folders of the grading killed at its timeout too (its job slot's server)
+    assert list(scratch.iterdir()) == []
     with open(out / "gradebook.csv", newline="") as f:
         rows = {row["submission"]: row for row in csv.DictReader(f)}
     assert list(rows) == [p.name for p in submissions(folder)]
@@ -242,10 +247,13 @@ def test_an_interrupted_batch_leaves_a_gradebook_of_the_rows_graded_so_far(bank_
     shutil.copy(ENGINES / "tiny.py", folder / "tiny.py")  # what the next two import
     shutil.copy(ENGINES / "hang_backward.py", folder / "b_hang.py")
     out = tmp_path / "out"
+    scratch = tmp_path / "tmp"  # the temporary folder of this batch alone
+    scratch.mkdir()
     batch = subprocess.Popen(
         [sys.executable, "-m", "gradcheck", "grade-batch", str(folder), "--out", str(out),
          "--exercises", str(bank), "--key", str(key), "-j", "1", "--timeout", "600"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(scratch)})
     try:
         book = out / "gradebook.csv"
         deadline = time.monotonic() + 120
@@ -260,4 +268,5 @@ def test_an_interrupted_batch_leaves_a_gradebook_of_the_rows_graded_so_far(bank_
     assert batch.returncode == 128 + signal.SIGTERM, err
     assert gradebook(out) == {"a_tiny.py": 5.0}
     assert len(book.read_text().splitlines()) == 2  # the header and a_tiny's row
+    assert list(scratch.iterdir()) == []  # the folders of b_hang's workers too
     assert "b_hang.py" not in {p.name for p in out.iterdir() if (p / "grading.json").is_file()}

@@ -145,6 +145,9 @@ def batch(folder: Path, out: Path, bank: Path, key: Path, *options: str) -> list
 def test_a_cluster_that_loses_a_worker_grades_every_submission_once_as_locally(
         twelve, bank_and_key, cluster, tmp_path):
     bank, key = bank_and_key
+    scratch = tmp_path / "tmp"  # the workers' temporary folder
+    scratch.mkdir()
+    cluster.env["TMPDIR"] = str(scratch)
     cluster.add_worker("worker-a")
     cluster.add_worker("worker-b")
     with cluster.client() as client:
@@ -179,6 +182,9 @@ def test_a_cluster_that_loses_a_worker_grades_every_submission_once_as_locally(
     assert len({(s["bank_sha256"], s["key_sha256"]) for s in stamps.values()}) == 1
     for row in rows:
         assert "score" in read_results(tmp_path / "out" / row["submission"] / "results.json")
+    # nothing left of what the lost worker graded: the submission unpacked and its workers'
+    # folders (the bank and key the workers keep stay, in gradcheck-cluster-UID)
+    assert [path.name for path in scratch.iterdir()] == [f"gradcheck-cluster-{os.getuid()}"]
 
     local = subprocess.run(batch(twelve, tmp_path / "local", bank, key, "-j", "2"),
                            capture_output=True, text=True, timeout=300)

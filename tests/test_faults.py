@@ -455,9 +455,30 @@ def stopped_in_a_hang(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, di
 @pytest.mark.slow
 def test_killing_the_grader_mid_run_leaves_valid_results_so_far(tmp_path):
     """SIGKILL `gradcheck grade` while b-tanh hangs: results.json holds a-product, marked
-    unfinished, and the worker dies with the grader."""
+    unfinished, and the worker dies with the grader. Its folders, which a SIGKILL leaves no
+    time to remove, are removed by the next grading on the machine, and only they: the
+    folder of a grading still running is left alone."""
     stopped_in_a_hang(tmp_path, signal.SIGKILL)
     assert leftovers(tmp_path) == []
+    left = set(tmp_path.glob("gradcheck-worker-*"))
+    assert left and all(path.is_dir() for path in left)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    hanging = subprocess.Popen(grade_command(armed(tmp_path, "hang_backward"), tmp_path / "bank",
+                                             tmp_path / "hanging.json", "--timeout", "60"),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        while not set(tmp_path.glob("gradcheck-worker-*")) - left:  # its worker started
+            assert hanging.poll() is None
+            time.sleep(0.1)
+        running = set(tmp_path.glob("gradcheck-worker-*")) - left
+        done = subprocess.run(grade_command(ENGINES / "tiny.py", tmp_path / "bank",
+                                            tmp_path / "next.json"),
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr
+        assert set(tmp_path.glob("gradcheck-worker-*")) == running
+    finally:
+        hanging.kill()
+        hanging.wait()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

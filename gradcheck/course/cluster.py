@@ -50,6 +50,7 @@ from gradcheck import __version__
 from gradcheck.bank.loader import exercise_files
 from gradcheck.course import slots
 from gradcheck.course.slots import Options, Row, Stamp
+from gradcheck.engine import scratch
 from gradcheck.grading.plan import GraderError
 
 #: Seconds to wait for the scheduler to answer when the batch starts.
@@ -194,19 +195,20 @@ def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Opti
         raise GraderError(f"the bank {payload['name']} is not on this worker: its plugin failed")
     here = dataclasses.replace(options, exercises=exercises, key=key)
     user = None if worker_user is None else _claimed_uid(worker_user)
-    scratch = Path(tempfile.mkdtemp(prefix="gradcheck-submission-"))
+    scratch.sweep(scratch.SUBMISSIONS)  # those of a Dask worker of this machine lost mid-task
+    work = scratch.make(scratch.SUBMISSIONS)
     try:
         if worker_user is not None:  # the worker's user must reach the submission
-            scratch.chmod(0o755)
+            work.chmod(0o755)
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            tar.extractall(scratch / "in", filter="data")
-        reports = scratch / "out"
-        row = _server(here.command()).grade(scratch / "in" / name, reports, max_score, here,
+            tar.extractall(work / "in", filter="data")
+        reports = work / "out"
+        row = _server(here.command()).grade(work / "in" / name, reports, max_score, here,
                                             user)
         files = {report: (reports / report).read_bytes() for report in slots.REPORTS
                  if (reports / report).is_file()}
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.remove(work)
     return {"row": dataclasses.asdict(row), "files": files,
             "bank_sha256": slots.bank_digest(exercises), "key_sha256": slots.file_digest(key),
             "host": _host(), "gradcheck": __version__}

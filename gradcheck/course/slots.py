@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gradcheck.bank.loader import exercise_files
-from gradcheck.engine import census
+from gradcheck.engine import census, scratch
 from gradcheck.engine.worker import adopt_orphans
 from gradcheck.grading.results import GradeReport
 from gradcheck.reports import atomic_write
@@ -173,6 +173,8 @@ class Server:
         self.command = [*command, "--serve"]
         self.running = running
         self.proc: subprocess.Popen[bytes] | None = None
+        #: the pid of the grading the server forked and has not reported on yet
+        self.grading: int | None = None
 
     def grade(self, submission: Path, folder: Path, max_score: float, options: Options,
               worker_user: int | None = None) -> Row:
@@ -213,6 +215,10 @@ class Server:
                 kill_group(self.proc)
             self.running.discard(self.proc)
             self.proc = None
+        if self.grading is not None:  # killed with its server: remove its workers' folders
+            _await_exit(self.grading, SERVER_PATIENCE)
+            scratch.sweep(scratch.WORKERS)
+            self.grading = None
 
     def _ask(self, request: dict[str, object], deadline: float) -> int | None | str:
         """The grading's exit status, None if it ran past `deadline` (then killed), or why the
@@ -225,13 +231,15 @@ class Server:
         try:
             self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
-            pid = self._reply(time.monotonic() + SERVER_PATIENCE)["pid"]
+            pid = self.grading = self._reply(time.monotonic() + SERVER_PATIENCE)["pid"]
             try:
-                return self._reply(deadline)["exit"]
+                code = self._reply(deadline)["exit"]
             except TimeoutError:
                 _kill_pid_group(pid)
                 self._reply(time.monotonic() + SERVER_PATIENCE)  # the server saw it die
-                return None
+                code = None
+            self.grading = None
+            return code
         except (OSError, ValueError, KeyError, TimeoutError) as error:
             why = self._stop()
             return f"the job slot's grader failed ({why or error})"
@@ -335,10 +343,24 @@ def _wait(pid: int, requests: int) -> int | None:
 def _sweep() -> None:
     """Kill what the last grading left behind: with it reaped, every child of the server's
     outside its session is an orphan the server adopted (a daemon of a worker whose grader was
-    killed at its timeout), and so is everything below it."""
+    killed at its timeout), and so is everything below it. Then remove the folders of its
+    workers, which a grading killed had no time to remove (`gradcheck.engine.scratch`)."""
     orphans = lambda: census.adopted(0)  # noqa: E731
     census.kill_all(-1, orphans)  # no session is -1: the orphans and theirs alone
     census.reap(orphans())
+    scratch.sweep(scratch.WORKERS)
+
+
+def _await_exit(pid: int, seconds: float) -> None:
+    """Wait until process `pid`, not a child of this one, has ended, for `seconds` at most."""
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError:  # gone already
+        return
+    try:
+        select.select([handle], [], [], seconds)
+    finally:
+        os.close(handle)
 
 
 def _kill_pid_group(pid: int) -> None:

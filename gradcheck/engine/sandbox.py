@@ -58,18 +58,16 @@ import json
 import math
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from gradcheck.engine import census, cgroup, handler, memory, run, wire
+from gradcheck.engine import census, cgroup, handler, memory, run, scratch, wire
 from gradcheck.engine.worker import (
     BOOTSTRAP,
     HEADER,
@@ -231,7 +229,7 @@ class Worker:
         if self._cgroup is not None:
             self._cgroup.close()
             self._cgroup = None
-        _remove(self._dir)
+        scratch.remove(self._dir)
 
     def _memory_held(self) -> memory.Held:
         return memory.Held(os.geteuid() if self.user is None else self.user,
@@ -406,7 +404,7 @@ class Worker:
         began = time.monotonic()
         spare = _take_spare(self.python) if self.user is None else None
         if spare is not None:  # its folder, fresh and unused, becomes this worker's
-            _remove(self._dir)
+            scratch.remove(self._dir)
             self._dir = spare.folder
             self._held = self._memory_held()
         join = self._cgroup.join_descriptor() if self._cgroup is not None else None
@@ -883,7 +881,7 @@ class _Interpreter:
         _RUNNING.discard(self.proc.pid)
         self.sock.close()
         os.close(self.phase_fd)
-        _remove(self.folder)
+        scratch.remove(self.folder)
 
 
 def _cost(size: int) -> int:
@@ -1007,7 +1005,7 @@ class Zygote:
             _RUNNING.discard(self._proc.pid)
             self._proc = None
         if self._folder is not None:
-            _remove(self._folder)
+            scratch.remove(self._folder)
             self._folder = None
 
 
@@ -1045,21 +1043,6 @@ def _take_spare(python: str) -> _Interpreter | None:
     return None
 
 
-def _remove(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
-    _FOLDERS.pop(folder, None)
-
-
-@atexit.register
-def _remove_folders_left() -> None:
-    """The folders of this process's workers that a run ended before it removed them (Ctrl-C,
-    or SIGTERM, which `gradcheck` turns into one, during a worker's start): run after
-    `discard_spares`, and never in a forked process for its parent's folders."""
-    for folder, pid in list(_FOLDERS.items()):
-        if pid == os.getpid():
-            _remove(folder)
-
-
 @atexit.register
 def discard_spares() -> None:
     """Stop every interpreter started ahead and not taken, and remove its folder."""
@@ -1067,14 +1050,9 @@ def discard_spares() -> None:
         _SPARES.pop().discard()
 
 
-#: every worker folder made and not yet removed, with the pid of the process that made it
-_FOLDERS: dict[Path, int] = {}
-
-
 def _folder(user: int | None) -> Path:
     """A new folder for a worker's files, with the empty "home" it runs in."""
-    folder = Path(tempfile.mkdtemp(prefix="gradcheck-worker-"))
-    _FOLDERS[folder] = os.getpid()
+    folder = scratch.make(scratch.WORKERS)
     (folder / "home").mkdir()
     if user is not None:
         os.chmod(folder, 0o711)  # the worker may enter its home, not list the grader's files
