@@ -390,12 +390,13 @@ def test_a_check_with_no_graded_gradient_is_not_a_pass():
 
 def test_oracles_that_read_the_same_and_still_disagree_say_how_far_apart():
     """A tolerance tighter than rounding (0) makes the oracles disagree by the last bit, which
-    ten digits cannot show: the message says by how much."""
+    ten digits cannot show: the message says by how much, and what to do."""
     from gradcheck.grading.compare import Disagreement
 
     apart = Disagreement(0, "dz/dx", ILL, {"torch": 0.1 + 0.2, "jax": 0.3}, "", None)
-    assert apart.describe("x=1.0") == ("dz/dx at x=1.0: torch 0.3, jax 0.3 (apart by "
-                                       "5.551115123e-17)")
+    assert apart.describe("x=1.0") == (
+        "dz/dx at x=1.0: torch 0.3, jax 0.3 (apart by 5.551115123e-17: the exercise's tolerance "
+        "is tighter than rounding; `gradcheck validate` says which part)")
     plain = Disagreement(0, "dz/dx", ILL, {"torch": 0.3, "jax": 0.5}, "", None)
     assert plain.describe("x=1.0") == "dz/dx at x=1.0: torch 0.3, jax 0.5"
 

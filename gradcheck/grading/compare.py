@@ -639,5 +639,6 @@ def _each(oracles: Mapping[str, float]) -> str:
     values = list(oracles.values())
     if len(set(values)) > 1 and len({number_text(v) for v in values}) == 1 and all(
             math.isfinite(v) for v in values):
-        text += f" (apart by {number_text(max(values) - min(values))})"
+        text += (f" (apart by {number_text(max(values) - min(values))}: the exercise's "
+                 "tolerance is tighter than rounding; `gradcheck validate` says which part)")
     return text
