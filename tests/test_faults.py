@@ -429,9 +429,12 @@ def stopped_in_a_hang(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, di
     bank_dir = write_bank(tmp_path / "bank")
     submission = armed(tmp_path, "hang_backward")
     results = tmp_path / "results.json"
+    # Ctrl-C's SIGINT stops it even when the tests run in a background job, which ignores
+    # SIGINT and passes that on (processes.gradcheck_command)
     grader = subprocess.Popen(grade_command(submission, bank_dir, results, "--timeout", "60"),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env={**os.environ, "TMPDIR": str(tmp_path)})
+                              env={**os.environ, "TMPDIR": str(tmp_path)},
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
