@@ -401,6 +401,17 @@ def test_oracles_that_read_the_same_and_still_disagree_say_how_far_apart():
     assert plain.describe("x=1.0") == "dz/dx at x=1.0: torch 0.3, jax 0.5"
 
 
+def test_a_wrong_value_shows_the_oracles_that_agreed_without_their_last_bits():
+    """Oracles that agree within the tolerance and differ in the last bit are no news to a
+    student whose value is wrong (a student read the note on tolerance there as the grader's
+    fault)."""
+    from gradcheck.grading.compare import Mismatch
+
+    wrong = Mismatch(0, "x=1.0", "dz/dx", 0.3, 0.7, {"torch": 0.3, "fd": 0.1 + 0.2}, 0.4, 1.3)
+    assert str(wrong) == ("dz/dx at x=1.0: expected 0.3 (torch 0.3, finite differences 0.3), "
+                          "found 0.7; abs error 0.4, rel error 1.3")
+
+
 # --- a convention under --oracles ----------------------------------------------------------------
 
 MAX_TIE = """\

@@ -128,6 +128,20 @@ def test_a_correct_submission_agrees_at_every_node(capsys, seed_loss):
     assert "<- departs here" not in out
 
 
+def test_a_point_asked_for_where_the_oracles_disagree_names_the_oracle_that_does(capsys):
+    """At x=0, y=0 jax's derivative of `x ** y` is nan, torch's and the finite differences'
+    log 3: the note says that jax is the odd one, and that grade would not grade there (the
+    point came from --at: no fault of the exercise, and no score)."""
+    status, out, _ = explain(capsys, "op-pow-tensor", "--submission", "torch", "--at", "x=0",
+                             "y=0")
+    assert status == 0
+    note = next(line for line in out.splitlines() if line.startswith("At x=0.0, y=0.0, the "))
+    assert note.startswith("At x=0.0, y=0.0, the oracles disagree on every gradient, so grade "
+                           "would grade none of them there: not graded: ")
+    assert "jax gives no finite value here, next to the pole or domain edge of pow in " in note
+    assert "stencil" not in note and "fault of the exercise" not in note and "scores" not in note
+
+
 def test_bad_arguments_say_what_to_do(capsys, seed_z):
     status, _, err = explain(capsys, seed_z, "--at", "v=1")
     assert status == 2 and "NAME one of the inputs x" in err
@@ -238,6 +252,9 @@ def test_behaviour_steps_show_torch_beside_the_engine_and_mark_grades_step(capsy
     status, out, _ = explain(capsys, path, "--submission", engine_files["retain-graph-ignored"],
                              "--seed", SEED)
     assert status == 1
+    # its gradients are right: the walk agrees, and says that what fails is elsewhere
+    assert "agrees with torch at every node. What fails is not in this walk: the behaviour " \
+           "check, below.\n" in out
     marked = [line for line in out.splitlines() if line.endswith("<- departs here")]
     # the engine freed the graph that retain_graph=True keeps: its second pass raises
     assert len(marked) == 1 and marked[0].startswith("2. y.backward(retain_graph=True)  "

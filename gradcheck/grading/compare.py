@@ -114,13 +114,21 @@ class Agreement:
         return self._texts[i]
 
     def _detail(self, q: Quantity, i: int, e: int) -> str:
+        """Why the oracles disagree on this value: those whose answer is not a number, if only
+        some are; the kink, pole or domain edge that the finite-difference stencil crosses."""
         node_id = -1 if q.crossing is None else int(q.crossing[i, e])
-        if node_id < 0:
-            return ""
-        node = self.program.nodes[node_id]
-        what = "kink" if OPS[node.op].kinks else "pole or domain edge"
-        return (f"the finite-difference stencil crosses the {what} of {node.op} in "
-                f"`{node.text}` (line {node.line}, column {node.column})")
+        near = ""
+        if node_id >= 0:
+            node = self.program.nodes[node_id]
+            what = "kink" if OPS[node.op].kinks else "pole or domain edge"
+            near = (f"the {what} of {node.op} in `{node.text}` (line {node.line}, column "
+                    f"{node.column})")
+        odd = [k for k, v in q.estimates.items() if not math.isfinite(v[i, e])]
+        if odd and len(odd) < len(q.estimates):
+            text = (" and ".join(ORACLE_LABELS.get(k, k) for k in odd) + " give"
+                    + "s" * (len(odd) == 1) + " no finite value here")
+            return text + (f", next to {near}" if near else "")
+        return f"the finite-difference stencil crosses {near}" if near else ""
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,7 @@ class Disagreement:
 
     def describe(self, point_text: str) -> str:
         """`dz/dx at x=0.0: torch 0, jax 1, finite differences 0; <why>`."""
-        text = f"{self.label} at {point_text}: {_each(self.oracles)}"
+        text = f"{self.label} at {point_text}: {_each(self.oracles)}" + _apart(self.oracles)
         return text + (f"; {self.detail}" if self.detail else "")
 
 
@@ -577,10 +585,13 @@ def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
     return text + f"; {len(failed)} of {len(verdicts)} points failed"
 
 
+#: how the message of a check that grades nothing starts
+NOTHING_GRADED = ("no gradient of this check could be graded, so it scores 0 (a fault of the "
+                  "exercise, not of the submission): ")
+
+
 def _nothing_graded(agreement: Agreement, dropped: Sequence[Disagreement]) -> str:
-    return ("no gradient of this check could be graded, so it scores 0 (a fault of the "
-            "exercise, not of the submission): " + (_not_graded(agreement, dropped)
-                                                    or "no value was compared"))
+    return NOTHING_GRADED + (_not_graded(agreement, dropped) or "no value was compared")
 
 
 def _not_graded(agreement: Agreement, dropped: Sequence[Disagreement]) -> str:
@@ -633,12 +644,16 @@ def point_text(point: Mapping[str, Any]) -> str:
 
 
 def _each(oracles: Mapping[str, float]) -> str:
-    """`torch 0.5, jax 0.5 (apart by 5.55e-17)`: how far apart, when the numbers read the same
-    (a tolerance tighter than rounding, which `validate` refuses)."""
-    text = ", ".join(f"{ORACLE_LABELS.get(k, k)} {number_text(v)}" for k, v in oracles.items())
+    """`torch 0.5, jax 0.5`."""
+    return ", ".join(f"{ORACLE_LABELS.get(k, k)} {number_text(v)}" for k, v in oracles.items())
+
+
+def _apart(oracles: Mapping[str, float]) -> str:
+    """` (apart by 5.55e-17: ...)` for oracles that disagree although their numbers read the
+    same: only a tolerance tighter than rounding (which `validate` refuses) tells them apart."""
     values = list(oracles.values())
     if len(set(values)) > 1 and len({number_text(v) for v in values}) == 1 and all(
             math.isfinite(v) for v in values):
-        text += (f" (apart by {number_text(max(values) - min(values))}: the exercise's "
-                 "tolerance is tighter than rounding; `gradcheck validate` says which part)")
-    return text
+        return (f" (apart by {number_text(max(values) - min(values))}: the exercise's "
+                "tolerance is tighter than rounding; `gradcheck validate` says which part)")
+    return ""

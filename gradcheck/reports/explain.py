@@ -30,7 +30,7 @@ from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.grading import localise
 from gradcheck.grading.chain_rule import Walk, WalkError, walk
-from gradcheck.grading.compare import point_text
+from gradcheck.grading.compare import NOTHING_GRADED, point_text
 from gradcheck.grading.digits import number_text
 from gradcheck.grading.grader import (
     Grader,
@@ -228,7 +228,14 @@ class Graded:
             return (f"The walk is at {at}, the first point where the {self.check} check "
                     "fails; its verdict is below.")
         if self.outcome is None or self.outcome.status == "passed":
-            return f"At {at}, {label} agrees with torch at every node."
+            failing = list(dict.fromkeys(r.check for r in self.results
+                                         if r.status in ("failed", "error")))
+            return f"At {at}, {label} agrees with torch at every node." + (
+                f" What fails is not in this walk: the {' and '.join(failing)} check"
+                f"{'s' * (len(failing) > 1)}, below." if failing else "")
+        if self.outcome.message.startswith(NOTHING_GRADED):  # the point asked for (--at)
+            return (f"At {at}, the oracles disagree on every gradient, so grade would grade "
+                    f"none of them there: {self.outcome.message.removeprefix(NOTHING_GRADED)}")
         return f"At {at}, graded as a gradients check:\n{self.outcome.message}"
 
 
