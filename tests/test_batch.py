@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -159,6 +160,7 @@ def test_each_job_slot_grades_as_its_own_user_and_a_private_key_stays_private(ba
     (folder / "honest.py").write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
                                       "from tiny import tensor, no_grad\n")
     record_uids(folder, open_folder / "uids")
+    folder.chmod(0o700)  # root's alone: each worker reads a copy of its own submission
     run = grade_batch(folder, open_folder / "out", "-j", 2, "--key", key, "--exercises",
                       key.parent / "bank", "--submission-timeout", 120)
     assert run.returncode == 0, run.stderr
@@ -170,6 +172,57 @@ def test_each_job_slot_grades_as_its_own_user_and_a_private_key_stays_private(ba
     assert "warning" not in run.stderr
 
 
+#: at import, for 2.5 s: every other submission's folder a job slot made in the grader's
+#: temporary folder, and what of the victim's code it could read there or in the batch's folder
+_SNOOP = """import glob, json, os, time
+seen, read = set(), []
+end = time.monotonic() + 2.5
+while time.monotonic() < end:
+    for place in glob.glob({temporary!r} + "/gradcheck-submission-*"):
+        if os.path.realpath(__file__).startswith(os.path.realpath(place) + os.sep):
+            continue  # its own
+        seen.add(place)
+        for path in (*glob.glob(place + "/in/*"), place + "/in/a_victim.py",
+                     *glob.glob({submissions!r} + "/*")):
+            try:
+                with open(path) as f:
+                    if "SECRET-OF-THE-VICTIM" in f.read():
+                        read.append(path)
+            except OSError:
+                pass
+    time.sleep(0.05)
+with open({mark!r}, "a") as f:
+    f.write(json.dumps([sorted(seen), sorted(set(read))]) + "\\n")
+"""
+
+
+@as_another_user
+@pytest.mark.slow
+def test_no_submission_reads_another_while_they_grade_side_by_side(bank_and_key, tmp_path,
+                                                                  open_folder):
+    """-j 2: each worker reads a copy of its own submission that only its uid may read, so the
+    submissions' folder may be root's alone. The snoop, which looks for its neighbour while the
+    neighbour's import sleeps, finds its folder and reads nothing of it."""
+    bank, key = bank_and_key
+    folder = tmp_path / "submissions"  # root's alone: no worker may read it
+    folder.mkdir()
+    mark = open_folder / "snoop.txt"
+    mark.touch()
+    mark.chmod(0o666)
+    honest = f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom tiny import tensor, no_grad\n"
+    (folder / "a_victim.py").write_text("# SECRET-OF-THE-VICTIM\nimport time\ntime.sleep(3)\n"
+                                        + honest)
+    (folder / "b_snoop.py").write_text(_SNOOP.format(
+        temporary=tempfile.gettempdir(), submissions=str(folder), mark=str(mark)) + honest)
+    run = grade_batch(folder, open_folder / "out", "-j", 2, "--key", key, "--exercises", bank,
+                      "--submission-timeout", 120)
+    assert run.returncode == 0, run.stderr
+    assert gradebook(open_folder / "out") == {"a_victim.py": 5, "b_snoop.py": 5}
+    looks = [json.loads(line) for line in mark.read_text().splitlines()]
+    assert looks and any(seen for seen, _ in looks), looks  # it ran beside the victim
+    assert all(read == [] for _, read in looks), looks
+
+
 @as_another_user
 def test_a_key_or_exercises_the_workers_could_read_are_named_once_with_the_fix(bank_and_key,
                                                                                open_folder):
@@ -177,19 +230,30 @@ def test_a_key_or_exercises_the_workers_could_read_are_named_once_with_the_fix(b
     key = Path(shutil.copy(key, open_folder / "key.json"))
     key.chmod(0o644)  # gradcheck writes keys 0600; this one was made readable since
     bank = Path(shutil.copytree(bank, open_folder / "bank"))
-    (open_folder / "submissions").mkdir()
-    run = grade_batch(open_folder / "submissions", open_folder / "out", "-j", 2, "--key", key,
-                      "--exercises", bank)
+    submissions, out = open_folder / "submissions", open_folder / "out"
+    submissions.mkdir()
+    (submissions / "honest.py").write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\n"
+                                           "from tiny import tensor, no_grad\n")
+    out.mkdir()  # as the submissions' folder, readable by all
+    run = grade_batch(submissions, out, "-j", 2, "--key", key, "--exercises", bank)
     assert run.returncode == 0, run.stderr
     warnings = [line for line in run.stderr.splitlines() if line.startswith("warning")]
     assert warnings == [
         f"warning: the workers' users (uid {UID} to {UID + 1}) may read {key}, {bank}: a "
         f"submission could copy answers from them. Make them root's alone: chmod go-rwx {key} "
-        f"{bank} (docs/security.md)"]
-    subprocess.run(["chmod", "go-rwx", str(key), str(bank)], check=True)
-    run = grade_batch(open_folder / "submissions", open_folder / "out", "--key", key,
-                      "--exercises", bank)
+        f"{bank} (docs/security.md)",
+        f"warning: the workers' users (uid {UID} to {UID + 1}) may read {submissions}, {out}: a "
+        f"submission could read other submissions and their results there. Make them root's "
+        f"alone: chmod go-rwx {submissions} {out} (docs/security.md)"]
+    subprocess.run(["chmod", "go-rwx", str(key), str(bank), str(submissions), str(out)],
+                   check=True)
+    run = grade_batch(submissions, out, "--key", key, "--exercises", bank)
     assert run.returncode == 0 and "warning" not in run.stderr, run.stderr
+    assert gradebook(out) == {"honest.py": 5}  # its worker read its own copy
+    new = open_folder / "new-out"  # a results folder the batch makes is root's alone
+    run = grade_batch(submissions, new, "--key", key, "--exercises", bank)
+    assert run.returncode == 0 and "warning" not in run.stderr, run.stderr
+    assert stat.S_IMODE(new.stat().st_mode) == 0o700
 
 
 # --- resuming -----------------------------------------------------------------------------------

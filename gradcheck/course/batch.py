@@ -101,9 +101,16 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
         raise GraderError("no exercise to grade in " + ", ".join(map(str, exercises)))
     print(describe(exercises, len(bank.exercises), course), file=sys.stderr)
     max_score = total(exercise.points for exercise in bank.exercises)
+    # made root's alone for workers of other users: it holds every submission's results
+    out.mkdir(parents=True, exist_ok=True, mode=0o700 if worker_user is not None else 0o777)
     if worker_user is not None:
-        _warn_if_open([*([key] if key else []), *(p for p in exercises if p != bank_dir())],
-                      worker_user, jobs)
+        secret = [*([key] if key else []), *(p for p in exercises if p != bank_dir())]
+        _warn_if_open([path for path in secret if _readable_by_others(path)], worker_user, jobs,
+                      "copy answers from them")
+        if scheduler is None:  # a Dask worker's machine has its own copies, root's alone
+            _warn_if_open([*([folder] if _readable_by_others(folder) else []),
+                           *([out] if _enterable_by_others(out) else [])], worker_user, jobs,
+                          "read other submissions and their results there")
     key, seed = _answer_key(bank, out, exercises, key, seed, resume)
     options = Options(seed=seed, exercises=exercises, key=key, timeout=timeout,
                       memory_mb=memory_mb, total_timeout=total_timeout,
@@ -231,14 +238,21 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
     return built, seed
 
 
-def _warn_if_open(paths: list[Path], worker_user: int, jobs: int) -> None:
-    """Warn, once, of the answer key and exercises that the workers' users could read."""
-    open_ = [str(path) for path in paths if _readable_by_others(path)]
+def _warn_if_open(paths: list[Path], worker_user: int, jobs: int, risk: str) -> None:
+    """Warn, once, that the workers' users may read `paths`, which a submission must not: the
+    answer key and exercises; the submissions and their results."""
+    open_ = [str(path) for path in paths]
     if open_:
         users = f"uid {worker_user}" + (f" to {worker_user + jobs - 1}" if jobs > 1 else "")
         print(f"warning: the workers' users ({users}) may read {', '.join(open_)}: a submission "
-              f"could copy answers from them. Make them root's alone: chmod go-rwx "
-              f"{' '.join(open_)} (docs/security.md)", file=sys.stderr)
+              f"could {risk}. Make them root's alone: chmod go-rwx {' '.join(open_)} "
+              "(docs/security.md)", file=sys.stderr)
+
+
+def _enterable_by_others(folder: Path) -> bool:
+    """Whether a worker's user may enter `folder`, and so read the reports written into it."""
+    folder = folder.resolve()
+    return all(_mode(place) & stat.S_IXOTH for place in (folder, *folder.parents))
 
 
 def _readable_by_others(path: Path) -> bool:
@@ -377,16 +391,17 @@ def _argument_problem(args: argparse.Namespace) -> str:
                 "pip install 'gradcheck[dask]'")
     if args.scheduler:  # the workers' machines, not this one, run the submissions
         return ""
-    return worker_problem(args.folder, args.worker_user, args.worker_python)
+    # each worker reads a copy of its submission made for its uid (slots.private_copy)
+    return worker_problem(None, args.worker_user, args.worker_python)
 
 
-def worker_problem(submissions: Path, user: int | None, python: str | None) -> str:
-    """What is wrong with --worker-user and --worker-python for a submission, or a folder of
-    them, or "": checked once, before grading, rather than failing in every worker."""
+def worker_problem(submission: Path | None, user: int | None, python: str | None) -> str:
+    """What is wrong with --worker-user and --worker-python for a submission (None: for the
+    worker alone), or "": checked once, before grading, rather than failing in every worker."""
     if python and not os.access(python, os.X_OK):
         return f"--worker-python {python}: no such program"
     if user is not None:
-        return preflight(submissions, user, python or sys.executable)
+        return preflight(submission, user, python or sys.executable)
     return ""
 
 

@@ -20,19 +20,22 @@ with the key works out alike (its answers decoded, the oracles' agreement on the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import hashlib
 import json
 import os
 import select
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -184,12 +187,13 @@ class Server:
         for stale in (folder / "results.json", folder / "junit.xml", folder / STAMP):
             stale.unlink(missing_ok=True)  # never read an earlier batch's file as this one's
         (folder / "grader.log").write_bytes(b"")
-        request = {"submission": str(submission), "results": str(folder / "results.json"),
-                   "log": str(folder / "grader.log"), "worker_user": worker_user,
-                   "junit": str(folder / "junit.xml") if options.junit else None}
         limit = options.submission_timeout
         started = time.monotonic()
-        code: int | None | str = self._ask(request, started + limit)
+        with private_copy(submission, worker_user) as graded:
+            request = {"submission": str(graded), "results": str(folder / "results.json"),
+                       "log": str(folder / "grader.log"), "worker_user": worker_user,
+                       "junit": str(folder / "junit.xml") if options.junit else None}
+            code: int | None | str = self._ask(request, started + limit)
         elapsed = time.monotonic() - started
         row = Row(submission.name, 0.0, max_score, "graded", round(elapsed, 2))
         if code is None:
@@ -262,6 +266,46 @@ class Server:
         self.running.discard(proc)
         lines = proc.stderr.read().decode(errors="replace").strip().splitlines()
         return lines[-1][:300] if lines else ""
+
+
+@contextlib.contextmanager
+def private_copy(submission: Path, user: int | None) -> Iterator[Path]:
+    """Where a submission's worker reads it: in place for a worker of the grader's own user
+    (who can read every submission anyway); for a worker of another user, a copy that only that
+    uid's group may read, so that no submission of the batch reads another's code while they
+    grade side by side (docs/security.md, "To other submissions"). The copy stays root's: what
+    the worker's user owns in the temporary folder is removed before its worker starts. A
+    symbolic link is copied as a link, which the worker then follows with its own rights, never
+    the grader's; anything but files, folders and links is left out."""
+    if user is None:
+        yield submission
+        return
+    with scratch.folder(scratch.SUBMISSIONS) as folder:
+        folder.chmod(0o711)  # the worker passes through to its copy; it lists nothing
+        own = folder / "in"
+        own.mkdir(mode=0o700)
+        copy = own / submission.name
+        if submission.is_dir() and not submission.is_symlink():
+            shutil.copytree(submission, copy, symlinks=True, ignore=_not_copied)
+        else:
+            shutil.copy2(submission, copy, follow_symlinks=False)
+        for top, folders, files in os.walk(own):  # links are not followed
+            for name in (".", *folders, *files):
+                path = os.path.join(top, name)
+                os.chown(path, -1, user, follow_symlinks=False)  # the worker runs in group uid
+                mode = os.lstat(path).st_mode
+                if not stat.S_ISLNK(mode):  # the group may do what the owner may; others nothing
+                    os.chmod(path, mode & 0o700 | (mode & 0o700) >> 3)
+        yield copy
+
+
+def _not_copied(folder: str, names: list[str]) -> list[str]:
+    """What `private_copy` leaves out of a folder: FIFOs, sockets and devices (reading a FIFO
+    would wait for ever)."""
+    def kept(name: str) -> bool:
+        mode = os.lstat(os.path.join(folder, name)).st_mode
+        return stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)
+    return [name for name in names if not kept(name)]
 
 
 #: Seconds a server has to answer a request or report a killed grading.

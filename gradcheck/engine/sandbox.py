@@ -746,7 +746,9 @@ def unreachable(error):
 
 
 try:
-    if os.path.isdir(sys.argv[2]):
+    if not sys.argv[2]:  # the worker alone
+        pass
+    elif os.path.isdir(sys.argv[2]):
         for folder, _, files in os.walk(sys.argv[2], onerror=unreachable):
             for name in files:
                 open(os.path.join(folder, name), "rb").close()
@@ -758,20 +760,21 @@ except OSError as error:
 _ADVICE = "see docs/security.md, 'The worker as another user'"
 
 
-def preflight(submission: str | Path, user: int, python: str = sys.executable,
+def preflight(submission: str | Path | None, user: int, python: str = sys.executable,
               timeout: float = 60.0) -> str:
     """Why a worker run as `user` with `python` could not start, import gradcheck's worker module
-    or read every file of `submission`: a sentence naming the uid, the path and what to do; ""
-    if it could. Run once before grading, so that such a setup is refused plainly instead of
-    failing in the worker: a PermissionError blamed on gradcheck, or an unreadable submission
-    blamed on its author. No code of the submission runs."""
+    or read every file of `submission` (None: a copy made for it, which it can): a sentence
+    naming the uid, the path and what to do; "" if it could. Run once before grading, so that
+    such a setup is refused plainly instead of failing in the worker: a PermissionError blamed
+    on gradcheck, or an unreadable submission blamed on its author. No code of the submission
+    runs."""
     who = f"the worker's user (uid {user})"
     if os.geteuid() != 0:
         return (f"only root may start a worker as another user (uid {user}); run the grader as "
                 "root, or leave out --worker-user")
-    submission = Path(submission).resolve()
+    submission = Path(submission).resolve() if submission is not None else None
     try:
-        done = subprocess.run(_command(python, _PREFLIGHT, str(submission)),
+        done = subprocess.run(_command(python, _PREFLIGHT, str(submission or "")),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               errors="replace", cwd="/", env=_environment(Path("/")),
                               timeout=timeout, **_as_user(user))
@@ -795,6 +798,7 @@ def preflight(submission: str | Path, user: int, python: str = sys.executable,
         path, why = closed["path"], closed["error"]
     except (ValueError, KeyError, TypeError):
         return f"{who} cannot read the submission {submission} ({why}); {_ADVICE}"
+    assert submission is not None  # only a submission is read
     fix = (f"chmod a+x {path}" if submission.is_relative_to(path) and Path(path) != submission
            else f"chmod -R a+rX {submission}")
     return (f"{who} cannot read {path} ({why}), which the submission {submission} needs: "
