@@ -226,13 +226,19 @@ def _judge_estimate(name: str, fd: OracleResult, tolerance: Tolerances, kinks: n
     # every input's crossing holds the same mark per row: the node nearest any stencil of it
     crossing = np.asarray(next(iter(fd.crossing.values()))).reshape(len(estimate), -1)[:, :1]
     reason = np.zeros(estimate.shape, np.int8)
-    crossed = crossing >= 0
-    at_kink = kinks[np.maximum(crossing, 0)] & crossed
+    crossed, at_kink = _crossings(crossing, kinks)
     reason[at_kink] = _KINK
     reason[crossed & ~at_kink] = _EDGE
     reason[(reason == _AGREED) & ~np.isfinite(estimate)] = _EDGE
     return Quantity("value", name, None, True, {"fd": estimate}, estimate, tolerance.fd,
                     reason == _AGREED, reason, np.zeros(estimate.shape, bool), crossing)
+
+
+def _crossings(crossing: np.ndarray, kinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where a finite-difference stencil crosses a node's kink, pole or domain edge (`crossing`
+    holds that node, -1 for none), and where the node crossed is a kink."""
+    crossed = crossing >= 0
+    return crossed, kinks[np.maximum(crossing, 0)] & crossed
 
 
 def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, OracleResult],
@@ -261,8 +267,7 @@ def _judge_grad(program: Program, name: str, reached: bool, ran: Mapping[str, Or
         else:
             suspect = (crossing >= 0) | unstable
         suspect &= finite & (reason == _AGREED)
-        crossed = crossing >= 0
-        at_kink = kinks[np.maximum(crossing, 0)] & crossed
+        crossed, at_kink = _crossings(crossing, kinks)
         reason[suspect & at_kink] = _KINK
         reason[suspect & crossed & ~at_kink] = _EDGE
         reason[suspect & ~crossed & unstable] = _ILL
