@@ -301,6 +301,12 @@ def _grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
         github.append_step_summary(report, show_hidden=args.show_hidden)
         github.print_commands(github.annotate(report, resolve_submission(args.submission),
                                               show_hidden=args.show_hidden))
+    faults = [result for result in report.results
+              if result.status == "error" and result.check != "load"]  # not a broken file's
+    if faults:  # never a 0 that reads as the submission's: a batch files it as not graded
+        print(f"gradcheck grade: {len(faults)} check(s) could not be graded, a fault of "
+              "gradcheck, not of the submission; their results say why", file=sys.stderr)
+        return CANNOT_RUN, report
     if args.fail_under is not None and report.score < args.fail_under:
         return UNDER_THRESHOLD, report
     return 0, report

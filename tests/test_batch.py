@@ -223,6 +223,68 @@ def test_no_submission_reads_another_while_they_grade_side_by_side(bank_and_key,
     assert all(read == [] for _, read in looks), looks
 
 
+#: at import, as the worker's user: a folder 1,500 deep in the temporary folder (deeper than
+#: Python recurses), and a file to tell whether the uid's files outlive the grading
+_DEEP = """import os
+top = os.path.join({temporary!r}, "deep-of-the-worker")
+os.makedirs(top)
+os.chdir(top)
+for _ in range(1500):
+    os.mkdir("d")
+    os.chdir("d")
+os.chdir("/")
+"""
+
+
+@as_another_user
+@pytest.mark.slow
+def test_a_submission_the_batch_cannot_copy_or_keep_gets_its_row_and_the_rest_are_graded(
+        bank_and_key, tmp_path, open_folder):
+    """A hardened batch copies each submission for its worker: one nested deeper than the copy
+    goes, one larger than it copies (a sparse file claims 200 MB), a FIFO, and a folder named
+    as the gradebook each get a row that says why they were not graded, and the batch goes on.
+    A worker that leaves a folder 1,500 deep in /tmp (a RecursionError stopped the clean-up
+    before, and every later grading as that uid scored 0) is graded, and so is the next one
+    as its uid, and nothing of the uid is left in /tmp."""
+    bank, key = bank_and_key
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    honest = f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom tiny import tensor, no_grad\n"
+    (folder / "a_deep_tmp.py").write_text(_DEEP.format(temporary=tempfile.gettempdir()) + honest)
+    (folder / "b_honest.py").write_text(honest)
+    nested = folder / "c_nested"
+    nested.mkdir()
+    (nested / "__init__.py").write_text(honest)
+    os.makedirs(nested / os.path.join(*["d"] * 70))
+    sparse = folder / "d_sparse"
+    sparse.mkdir()
+    (sparse / "__init__.py").write_text(honest)
+    with open(sparse / "weights.bin", "wb") as f:
+        f.truncate(200 << 20)
+    os.mkfifo(folder / "e_fifo.py")
+    (folder / "gradebook.csv").mkdir()
+    (folder / "gradebook.csv" / "__init__.py").write_text(honest)
+    run = grade_batch(folder, open_folder / "out", "-j", 1, "--key", key, "--exercises", bank,
+                      "--submission-timeout", 120)
+    assert run.returncode == 1, run.stderr  # not every submission was graded
+    with open(open_folder / "out" / "gradebook.csv", newline="") as f:
+        rows = {row["submission"]: row for row in csv.DictReader(f)}
+    assert {name: float(row["score"]) for name, row in rows.items() if row["status"] == "graded"
+            } == {"a_deep_tmp.py": 5, "b_honest.py": 5}
+    assert {name: row["status"] for name, row in rows.items()} == {
+        "a_deep_tmp.py": "graded", "b_honest.py": "graded", "c_nested": "error",
+        "d_sparse": "error", "e_fifo.py": "error", "gradebook.csv": "error"}
+    says = {name: read_results(open_folder / "out" / name / "results.json")["output"]
+            for name in ("c_nested", "d_sparse", "e_fifo.py")}
+    assert "it nests folders more than 64 deep" in says["c_nested"]
+    assert "its files are larger than 100 MB in all" in says["d_sparse"]
+    assert "e_fifo.py is not a file or a folder" in says["e_fifo.py"]
+    assert "OUT/gradebook.csv is the batch's own; rename it" in run.stderr
+    left = [name for name in os.listdir(tempfile.gettempdir())
+            if os.lstat(os.path.join(tempfile.gettempdir(), name)).st_uid == UID]
+    assert left == []
+
+
 @as_another_user
 def test_a_key_or_exercises_the_workers_could_read_are_named_once_with_the_fix(bank_and_key,
                                                                                open_folder):

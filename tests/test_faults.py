@@ -27,6 +27,7 @@ from another_user import PYTHON, UID, as_another_user, key_reader, open_folder, 
 from grading_samples import read_results
 
 from gradcheck.bank.loader import load_bank
+from gradcheck.engine import trees
 from gradcheck.engine.sandbox import Worker
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import Grader
@@ -359,6 +360,60 @@ def test_a_fault_of_the_grader_costs_only_its_check(bank, honest, key_file, tmp_
     assert error.message.endswith("this is a fault of the grader, not of the submission")
     assert "Traceback" in error.author_notes[0]
     assert len(data["tests"]) == 9
+
+
+def test_a_grading_with_a_fault_of_the_grader_exits_2_and_blames_no_one_in_fix_first(
+        bank_dir, key_file, tmp_path):
+    """A check gradcheck could not grade is never a 0 that reads as the submission's: `grade`
+    exits 2 (a batch files the submission as not graded, to grade again), says so on stderr,
+    and the report's "fix first" lines leave it out."""
+    data = json.loads(key_file.read_text())
+    data["exercises"]["b-tanh"]["checks"]["gradients"]["torch"]["value"] = "garbage"
+    corrupted = tmp_path / "key.json"
+    corrupted.write_text(json.dumps(data))
+    results = tmp_path / "results.json"
+    done = subprocess.run(grade_command(ENGINES / "tiny.py", bank_dir, results, "--key",
+                                        str(corrupted)), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "1 check(s) could not be graded, a fault of gradcheck" in done.stderr
+    errors = [t for t in read_results(results)["tests"] if "fault of the grader" in t["output"]]
+    assert len(errors) == 1
+
+
+#: at import: a folder 1,500 deep (deeper than Python recurses) in /dev/shm, which every poll of
+#: the worker's memory walks, and one in the worker's own home
+_DEEP = """import os, sys
+sys.path.append({engines!r})
+from tiny import tensor, no_grad
+for top in ({shared!r}, os.path.join(os.environ["HOME"], "deep")):
+    os.makedirs(top)
+    os.chdir(top)
+    for _ in range(1500):
+        os.mkdir("d")
+        os.chdir("d")
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_a_folder_deeper_than_python_recurses_costs_no_grading_a_point(bank, honest, tmp_path):
+    """The poll of the worker's memory and the clean-up after it walked folders by recursion:
+    a submission's folder 1,500 deep raised a RecursionError in the grader, and, left in
+    /dev/shm, scored every later grading on the machine 0. Both gradings earn what tiny earns,
+    and the folders are gone."""
+    shared = f"/dev/shm/gradcheck-test-deep-{os.getpid()}"
+    submission = tmp_path / "deep.py"
+    submission.write_text(_DEEP.format(engines=str(ENGINES), shared=shared))
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "next").mkdir()
+    try:
+        report, _, _ = run(submission, bank, tmp_path / "deep")
+        assert outcome(report) == outcome(honest)
+        assert not os.path.lexists(shared) and os.listdir(tmp_path / "deep") == ["results.json"]
+        report, _, _ = run(ENGINES / "tiny.py", bank, tmp_path / "next")
+        assert outcome(report) == outcome(honest)
+    finally:
+        trees.remove(shared)
 
 
 # --- the grader's own files ---------------------------------------------------------------------

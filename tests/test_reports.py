@@ -14,7 +14,7 @@ import pytest
 from grading_samples import SCHEMA
 
 from gradcheck.grading.results import CheckResult, GradeReport
-from gradcheck.reports import WITHHELD, atomic_write, printable
+from gradcheck.reports import WITHHELD, atomic_write, printable, root_causes
 from gradcheck.reports.gradescope import (
     UNFINISHED,
     ResultsFile,
@@ -291,6 +291,18 @@ def test_one_root_cause_is_said_once_at_the_top_and_fixes_are_ordered_by_points(
     assert ("<summary>1. Implement <code>tensor()</code> first: 5 checks need it (10 points)"
             "</summary>") in markdown
     assert "The checks: ex0::gradients, ex1::gradients" in markdown and "tanh" not in markdown
+
+
+def test_checks_gradcheck_could_not_grade_are_no_cause_for_the_student_to_fix():
+    """Five checks that met the same fault of gradcheck's share their lead, but "fix first"
+    would tell the student to fix the grader: they are listed as they are, with no cause."""
+    faults = [result(f"ex{i}", "gradients", "error", 0.0, 1.0,
+                     "gradcheck could not grade this check (RecursionError: too deep); this is "
+                     "a fault of the grader, not of the submission") for i in range(5)]
+    report = GradeReport(submission="e.py", seed=7, results=faults)
+    assert root_causes(report) == []
+    text = render_terminal(report)
+    assert "fix first" not in text and text.count("could not grade this check") == 5
 
 
 MUL = "the backward of `*` (MulBackward0)"

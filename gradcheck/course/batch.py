@@ -52,8 +52,9 @@ from gradcheck.course.slots import (
     Stamp,
     bank_digest,
     file_digest,
+    not_graded,
 )
-from gradcheck.engine import census
+from gradcheck.engine import census, trees
 from gradcheck.engine.sandbox import preflight
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import DEFAULT_TOTAL_TIMEOUT, GraderError
@@ -61,6 +62,8 @@ from gradcheck.grading.score import total
 from gradcheck.reports import atomic_write, printable
 
 GRADEBOOK = "gradebook.csv"
+#: the answer key a batch builds, in OUT
+BUILT_KEY = "key.json"
 COLUMNS = ("submission", "score", "max", "status", "time")
 #: Exit status when some submission could not be graded (timeout, grader error or crash).
 NOT_ALL_GRADED = 1
@@ -118,12 +121,20 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                       worker_python=worker_python)
     digests = (bank_digest(exercises), file_digest(key))
     entries = submissions(folder)
-    rows = _complete(entries, out, digests, seed) if resume else {}
+    # OUT/<name>/ holds a submission's reports: one named as OUT's own files cannot have them
+    refused = {entry.name: Row(entry.name, 0.0, max_score, "error", 0.0,
+                               f"not graded: OUT/{entry.name} is the batch's own; rename it")
+               for entry in entries if entry.name in (GRADEBOOK, BUILT_KEY)}
+    for row in refused.values():
+        print(f"{printable(row.submission, one_line=True)}: {row.note}", file=sys.stderr)
+    kept = (_complete([e for e in entries if e.name not in refused], out, digests, seed)
+            if resume else {})
+    rows = {**refused, **kept}
     todo = [entry for entry in entries if entry.name not in rows]
     where = f"on the cluster at {scheduler}" if scheduler else f"{jobs} at a time"
     print(f"grading {len(todo)} submissions on {len(bank.exercises)} exercises, seed {seed}, "
           f"{where}" + (f", answer key {key}" if key else ", oracles live")
-          + (f"; {len(rows)} kept from {out}" if resume else ""), file=sys.stderr)
+          + (f"; {len(kept)} kept from {out}" if resume else ""), file=sys.stderr)
     if scheduler:
         from gradcheck.course import cluster  # Dask is imported only for a cluster
 
@@ -163,7 +174,13 @@ def _grade_here(entries: list[Path], out: Path, options: Options, max_score: flo
         slot = free.get()
         try:
             user = None if worker_user is None else worker_user + slot
-            row = servers[slot].grade(entry, out / entry.name, max_score, options, user)
+            try:
+                row = servers[slot].grade(entry, out / entry.name, max_score, options, user)
+            except Exception as error:  # a fault of gradcheck's: this row only, not the batch
+                row = Row(entry.name, 0.0, max_score, "error", 0.0,
+                          f"not graded: the grader failed ({type(error).__name__}: {error})")
+                (out / entry.name).mkdir(parents=True, exist_ok=True)
+                not_graded(row, out / entry.name, row.note)
             return Stamp(row, *digests, seed=options.seed)
         finally:
             # the slot's uid serves the next submission only once nothing of it runs
@@ -204,7 +221,7 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
                 seed: int | None, resume: bool = False) -> tuple[Path | None, int]:
     """The key to grade with and its seed: the given one, checked, or, resuming, the one an
     earlier run built if it still fits the bank, or one built now."""
-    built = out / "key.json"
+    built = out / BUILT_KEY
     if key is None and resume and built.is_file():
         try:
             earlier = answer_key.load(built)
@@ -263,7 +280,7 @@ def _readable_by_others(path: Path) -> bool:
         return False
     if not path.is_dir():
         return bool(_mode(path) & stat.S_IROTH)
-    for folder, subfolders, files in os.walk(path):
+    for folder, subfolders, files in trees.walk(path):
         if not _mode(Path(folder)) & stat.S_IXOTH:
             subfolders.clear()  # others cannot enter it: nothing below it is theirs to read
         elif any(_mode(Path(folder, name)) & stat.S_IROTH for name in files):

@@ -50,7 +50,7 @@ from gradcheck import __version__
 from gradcheck.bank.loader import exercise_files
 from gradcheck.course import slots
 from gradcheck.course.slots import Options, Row, Stamp
-from gradcheck.engine import scratch
+from gradcheck.engine import scratch, trees
 from gradcheck.grading.plan import GraderError
 
 #: Seconds to wait for the scheduler to answer when the batch starts.
@@ -83,10 +83,13 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
         client.register_plugin(BankPlugin(payload))
         bank = _reference(payload)
         for entry in entries:
-            archive = _archive(entry)
-            if archive is None:
+            try:
+                archive = _archive(entry)
+            except (trees.CopyRefused, OSError) as error:
+                why = (str(error) if isinstance(error, trees.CopyRefused)
+                       else error.strerror or str(error))
                 row = Row(entry.name, 0.0, max_score, "error", 0.0,
-                          f"over {LARGEST // 2**20} MB: too large to send to the cluster")
+                          f"not sent to the cluster: {why}")
                 (out / entry.name).mkdir(parents=True, exist_ok=True)
                 slots.not_graded(row, out / entry.name, row.note)
                 yield Stamp(row, *digests, seed=options.seed)
@@ -174,13 +177,31 @@ def _bank_payload(options: Options) -> dict[str, Any]:
                      + slots.file_digest(options.key)[:16])}
 
 
-def _archive(entry: Path) -> bytes | None:
-    """A submission's file or folder as a gzip-compressed tar, caches left out; None if too big."""
+def _archive(entry: Path) -> bytes:
+    """A submission's file or folder as a gzip-compressed tar, caches and special files left
+    out. Raises `trees.CopyRefused` for one over `LARGEST` bytes (counted before any is read: a
+    sparse file can claim terabytes), nested deeper than `trees.COPY_DEPTH` (tarfile recurses),
+    or that is no file or folder."""
+    if not (entry.is_file() or entry.is_dir()):
+        raise trees.CopyRefused(f"{entry.name} is not a file or a folder")
+    room = [LARGEST]
+
+    def kept(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        parts = info.name.split("/")
+        if "__pycache__" in parts or not (info.isreg() or info.isdir() or info.issym()
+                                          or info.islnk()):
+            return None  # caches; and FIFOs, sockets and devices, as slots.private_copy does
+        if len(parts) > trees.COPY_DEPTH:
+            raise trees.CopyRefused(f"it nests folders more than {trees.COPY_DEPTH} deep")
+        room[0] -= info.size + tarfile.BLOCKSIZE
+        if room[0] < 0:
+            raise trees.CopyRefused(f"it is over {LARGEST // 2**20} MB: too large to send")
+        return info
+
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.add(entry, arcname=entry.name,
-                filter=lambda info: None if "__pycache__" in info.name.split("/") else info)
-    return buffer.getvalue() if buffer.tell() <= LARGEST else None
+        tar.add(entry, arcname=entry.name, filter=kept)
+    return buffer.getvalue()
 
 
 # --- on a worker --------------------------------------------------------------------------------

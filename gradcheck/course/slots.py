@@ -27,9 +27,7 @@ import hashlib
 import json
 import os
 import select
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -41,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gradcheck.bank.loader import exercise_files
-from gradcheck.engine import census, scratch
+from gradcheck.engine import census, scratch, trees
 from gradcheck.engine.worker import adopt_orphans
 from gradcheck.grading.results import GradeReport
 from gradcheck.reports import atomic_write
@@ -189,11 +187,17 @@ class Server:
         (folder / "grader.log").write_bytes(b"")
         limit = options.submission_timeout
         started = time.monotonic()
-        with private_copy(submission, worker_user) as graded:
-            request = {"submission": str(graded), "results": str(folder / "results.json"),
-                       "log": str(folder / "grader.log"), "worker_user": worker_user,
-                       "junit": str(folder / "junit.xml") if options.junit else None}
-            code: int | None | str = self._ask(request, started + limit)
+        try:
+            with private_copy(submission, worker_user) as graded:
+                request = {"submission": str(graded), "results": str(folder / "results.json"),
+                           "log": str(folder / "grader.log"), "worker_user": worker_user,
+                           "junit": str(folder / "junit.xml") if options.junit else None}
+                code: int | None | str = self._ask(request, started + limit)
+        except (trees.CopyRefused, OSError) as error:
+            code = CANNOT_RUN
+            why = (str(error) if isinstance(error, trees.CopyRefused)
+                   else error.strerror or str(error))
+            (folder / "grader.log").write_text(f"its worker's copy of it was not made: {why}\n")
         elapsed = time.monotonic() - started
         row = Row(submission.name, 0.0, max_score, "graded", round(elapsed, 2))
         if code is None:
@@ -272,40 +276,22 @@ class Server:
 def private_copy(submission: Path, user: int | None) -> Iterator[Path]:
     """Where a submission's worker reads it: in place for a worker of the grader's own user
     (who can read every submission anyway); for a worker of another user, a copy that only that
-    uid's group may read, so that no submission of the batch reads another's code while they
-    grade side by side (docs/security.md, "To other submissions"). The copy stays root's: what
-    the worker's user owns in the temporary folder is removed before its worker starts. A
-    symbolic link is copied as a link, which the worker then follows with its own rights, never
-    the grader's; anything but files, folders and links is left out."""
+    uid's group may read, and none may write, so that no submission of the batch reads
+    another's code while they grade side by side (docs/security.md, "To other submissions").
+    The copy stays root's: what the worker's user owns in the temporary folder is removed before
+    its worker starts. A symbolic link is copied as a link, which the worker then follows with
+    its own rights, never the grader's; anything but files, folders and links is left out, and a
+    submission too large or too deep to copy is refused (`trees.CopyRefused`)."""
     if user is None:
         yield submission
         return
     with scratch.folder(scratch.SUBMISSIONS) as folder:
         folder.chmod(0o711)  # the worker passes through to its copy; it lists nothing
         own = folder / "in"
-        own.mkdir(mode=0o700)
-        copy = own / submission.name
-        if submission.is_dir() and not submission.is_symlink():
-            shutil.copytree(submission, copy, symlinks=True, ignore=_not_copied)
-        else:
-            shutil.copy2(submission, copy, follow_symlinks=False)
-        for top, folders, files in os.walk(own):  # links are not followed
-            for name in (".", *folders, *files):
-                path = os.path.join(top, name)
-                os.chown(path, -1, user, follow_symlinks=False)  # the worker runs in group uid
-                mode = os.lstat(path).st_mode
-                if not stat.S_ISLNK(mode):  # the group may do what the owner may; others nothing
-                    os.chmod(path, mode & 0o700 | (mode & 0o700) >> 3)
-        yield copy
-
-
-def _not_copied(folder: str, names: list[str]) -> list[str]:
-    """What `private_copy` leaves out of a folder: FIFOs, sockets and devices (reading a FIFO
-    would wait for ever)."""
-    def kept(name: str) -> bool:
-        mode = os.lstat(os.path.join(folder, name)).st_mode
-        return stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)
-    return [name for name in names if not kept(name)]
+        own.mkdir(mode=0o750)
+        os.chown(own, -1, user)  # the worker runs in group uid
+        trees.copy_for_group(submission, own / submission.name, user)
+        yield own / submission.name
 
 
 #: Seconds a server has to answer a request or report a killed grading.

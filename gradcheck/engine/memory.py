@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import stat
 from typing import Callable, Iterable, Iterator
 
-from gradcheck.engine import keyrings
+from gradcheck.engine import keyrings, trees
 
 #: filesystems whose files are memory
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "devtmpfs", "ramfs"})
@@ -176,30 +175,40 @@ class Held:
                 seen.add(device)
                 yield from self._walk(point, device, folders)
 
-    def _walk(self, folder: str, device: int, folders: list[str] | None
+    def _walk(self, top: str, device: int, folders: list[str] | None
               ) -> Iterator[tuple[tuple[int, int], str, int]]:
+        """The user's entries below `top`, on its filesystem: a walk without recursion, as a
+        submission can nest folders deeper than Python recurses (gradcheck.engine.trees)."""
+        waiting = [top]
+        while waiting:
+            folder = waiting.pop()
+            entries = self._entries(folder)
+            for entry, info in _on(device, entries):
+                if stat.S_ISDIR(info.st_mode):
+                    if info.st_uid == self.user:
+                        yield (info.st_dev, info.st_ino), entry.path, INODE
+                        if folders is not None:
+                            folders.append(entry.path)
+                    waiting.append(entry.path)
+                elif info.st_uid == self.user:
+                    yield (info.st_dev, info.st_ino), entry.path, _size(info)
+
+    def _entries(self, folder: str) -> list[os.DirEntry[str]]:
+        """What `folder` holds, or nothing when it cannot be read."""
         try:
-            entries = list(os.scandir(folder))
+            return list(os.scandir(folder))
         except PermissionError:
-            # a folder of the grader's own user that it made unreadable to hide what is in it
-            if self.own or os.stat(folder).st_uid != os.geteuid():
-                return
-            _quietly(os.chmod, folder, 0o700)
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
-                return
+            pass
         except OSError:
-            return
-        for entry, info in _on(device, entries):
-            if stat.S_ISDIR(info.st_mode):
-                if info.st_uid == self.user:
-                    yield (info.st_dev, info.st_ino), entry.path, INODE
-                    if folders is not None:
-                        folders.append(entry.path)
-                yield from self._walk(entry.path, device, folders)
-            elif info.st_uid == self.user:
-                yield (info.st_dev, info.st_ino), entry.path, _size(info)
+            return []
+        # a folder of the grader's own user that it made unreadable to hide what is in it
+        try:
+            if self.own or os.stat(folder).st_uid != os.geteuid():
+                return []
+            os.chmod(folder, 0o700)
+            return list(os.scandir(folder))
+        except OSError:
+            return []
 
     def _ipc(self) -> Iterator[tuple[str, int, int, bool]]:
         """(kind, id, bytes, attached) of the user's System V shared memory segments ("shm"),
@@ -217,22 +226,27 @@ class Held:
 def remove_files_of(user: int, folder: str, keep: str = "") -> None:
     """Remove every file and folder of `user` in `folder`, and in each folder below it that
     other users may enter (only there can that user have put one), on its filesystem, but
-    `keep`. Symbolic links are removed, never followed."""
+    `keep`. Symbolic links are removed, never followed; no folder is too deep (trees.remove)."""
     try:
         device = os.stat(folder).st_dev
-        entries = list(os.scandir(folder))
     except OSError:
         return
-    for entry, info in _on(device, entries):
-        if entry.path == keep:
+    waiting = [folder]
+    while waiting:
+        try:
+            entries = list(os.scandir(waiting.pop()))
+        except OSError:
             continue
-        if info.st_uid == user:
-            if stat.S_ISDIR(info.st_mode):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                _quietly(os.unlink, entry.path)
-        elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IXOTH:
-            remove_files_of(user, entry.path, keep)
+        for entry, info in _on(device, entries):
+            if entry.path == keep:
+                continue
+            if info.st_uid == user:
+                if stat.S_ISDIR(info.st_mode):
+                    trees.remove(entry.path)
+                else:
+                    _quietly(os.unlink, entry.path)
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IXOTH:
+                waiting.append(entry.path)
 
 
 def _on(device: int, entries: list[os.DirEntry[str]]

@@ -746,14 +746,16 @@ def unreachable(error):
 
 
 try:
-    if not sys.argv[2]:  # the worker alone
-        pass
-    elif os.path.isdir(sys.argv[2]):
-        for folder, _, files in os.walk(sys.argv[2], onerror=unreachable):
-            for name in files:
-                open(os.path.join(folder, name), "rb").close()
-    else:
-        open(sys.argv[2], "rb").close()
+    # os.walk recurses, and a submission can nest folders deeper than it goes; a link to a
+    # folder inside it is not followed, as os.walk follows none
+    waiting = [(sys.argv[2], True)] if sys.argv[2] else []  # none: the worker alone
+    while waiting:
+        path, top = waiting.pop()
+        if not os.path.isdir(path):  # opened without waiting on a FIFO, a device or a lock
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        elif top or not os.path.islink(path):
+            with os.scandir(path) as entries:
+                waiting += [(entry.path, False) for entry in entries]
 except OSError as error:
     unreachable(error)
 """

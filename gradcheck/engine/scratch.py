@@ -14,12 +14,13 @@ from __future__ import annotations
 import atexit
 import fcntl
 import os
-import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from gradcheck.engine import trees
 
 #: the prefixes of gradcheck's folders: a worker's files and home; a submission unpacked on a
 #: Dask worker; `grade --watch`'s answer key
@@ -62,7 +63,7 @@ def folder(prefix: str) -> Iterator[Path]:
 
 def remove(folder: Path) -> None:
     """Remove a folder `make` made, everything in it, and its lock."""
-    shutil.rmtree(folder, ignore_errors=True)
+    trees.remove(folder)
     fd, _ = _MADE.pop(folder, (None, 0))
     if fd is not None:
         os.close(fd)
@@ -92,7 +93,7 @@ def sweep(prefix: str) -> list[Path]:
         except OSError:  # its maker still runs
             os.close(fd)
             continue
-        shutil.rmtree(folder, ignore_errors=True)
+        trees.remove(folder)
         os.close(fd)
         removed.append(folder)
     return removed

@@ -226,10 +226,11 @@ def root_causes(report: GradeReport, show_hidden: bool = False) -> list[RootCaus
     """The failed checks grouped by what blocks them, the most points first: by their
     `blocked_by`, else by the place of the engine their feedback found at fault, else by a lead
     that at least SHARED checks have. Only checks whose details are shown take part, so that no
-    hidden exercise is described by the group either."""
+    hidden exercise is described by the group either; and only failed ones: a check gradcheck
+    could not grade, or a broken exercise file, is nothing for the student to fix."""
     groups: dict[tuple[str, str], list[CheckResult]] = {}
     for r in failures(report):
-        if details_shown(r, show_hidden) and r.message.strip():
+        if r.status == "failed" and details_shown(r, show_hidden) and r.message.strip():
             key = (("piece", r.blocked_by) if r.blocked_by else
                    ("fault", r.detail["cause"]) if r.detail.get("cause") else
                    ("lead", lead(r.message)))
