@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -84,13 +85,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_printer(args.command, warnings.showwarning)
+            return args.run(args)
     except KeyboardInterrupt:  # Ctrl-C: the reports written so far stay, marked unfinished
         print(f"gradcheck {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
     finally:
         if before is not None:
             signal.signal(signal.SIGTERM, before)
+
+
+def _warning_printer(command: str, shown: Callable[..., None]) -> Callable[..., None]:
+    """How a warning is printed: one of gradcheck's own (a stale answer key) as one line that
+    says what to do, not Python's format with gradcheck's file and source line; another as
+    Python prints it."""
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, answer_key.StaleKeyWarning):
+            print(f"gradcheck {command}: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    return show
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -204,10 +204,16 @@ def test_the_hessian_check_passes_the_reference_and_fails_a_wrong_second_derivat
 
 
 def test_an_engine_without_create_graph_loses_only_the_checks_that_need_it(tmp_path):
+    """Its backward() takes no create_graph: the Hessian check, which calls backward with it,
+    is lost; a behaviour check whose steps call grad(..., create_graph=True) alone is not."""
     exercise = tmp_path / "mixed.exercise.yaml"
-    exercise.write_text("id: mixed\ntitle: t\ntopic: t\npoints: 2\ninputs:\n  x: {value: 0.5}\n"
+    exercise.write_text("id: mixed\ntitle: t\ntopic: t\npoints: 3\ninputs:\n  x: {value: 0.5}\n"
                         "program: |\n  z = x * x * x\nchecks:\n  gradients: {}\n"
-                        "  hessian: {}\n")
+                        "  hessian: {}\n  behaviour:\n    steps:\n"
+                        "      - grad: {wrt: [x], names: [g], create_graph: true}\n"
+                        "        expect: [value.g, requires_grad.g]\n"
+                        "      - grad: {of: g, wrt: [x], names: [h]}\n"
+                        "        expect: [value.h]\n")
     plain = tmp_path / "plain.py"  # the reference's backward without create_graph
     plain.write_text((reference_path() / "__init__.py").read_text().replace(
         "retain_graph: bool | None = None,\n                 create_graph: bool = False)",
@@ -215,9 +221,27 @@ def test_an_engine_without_create_graph_loses_only_the_checks_that_need_it(tmp_p
         "        seeds = _seeds(self, gradient, create_graph, 0)",
         "        create_graph = False\n        seeds = _seeds(self, gradient, create_graph, 0)"))
     results = _grade(plain, exercise)
-    assert results["gradients"].status == "passed"
+    assert results["gradients"].status == results["behaviour"].status == "passed"
     assert results["hessian"].status == "failed"
     assert "missing create_graph, which this check uses" in results["hessian"].message
+
+
+def test_a_backward_that_raises_only_with_create_graph_is_told_that_piece_not_backward(tmp_path):
+    """Its backward() works, and raises NotImplementedError when create_graph is asked: the
+    Hessian check and a step calling backward(create_graph=True) name that call, not backward(),
+    which earns every first-order point."""
+    stub = tmp_path / "stub.py"
+    stub.write_text((reference_path() / "__init__.py").read_text().replace(
+        "        seeds = _seeds(self, gradient, create_graph, 0)",
+        "        if create_graph:\n            raise NotImplementedError('not yet')\n"
+        "        seeds = _seeds(self, gradient, create_graph, 0)"))
+    hessian = _grade(stub, HIGHER / "tanh-sigmoid-second.exercise.yaml")["hessian"]
+    steps = _grade(stub, HIGHER / "double-backward-accumulates.exercise.yaml")["behaviour"]
+    for result in (hessian, steps):
+        assert result.status == "failed" and result.blocked_by == "backward(create_graph=True)"
+        assert ("your engine is missing `backward(create_graph=True)`: "
+                "`z.backward(create_graph=True)` needs it, and it raised NotImplementedError: "
+                "not yet") in result.message
 
 
 def test_warnings_are_compared_with_torchs(tmp_path):

@@ -178,6 +178,20 @@ def test_a_stale_key_is_refused_for_the_changed_exercise_only(changed, key):
 
 
 @pytest.mark.slow
+def test_gradcheck_grade_says_a_stale_key_in_one_line_that_says_what_to_do(changed, key):
+    """Not Python's warning format, which named gradcheck's own file and source line."""
+    run = subprocess.run([sys.executable, "-m", "gradcheck", "grade", "reference", "--key",
+                          str(key), "--exercises", str(changed), "--quiet"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "square" in line]
+    assert said == ["gradcheck grade: warning: exercise square changed since the answer key was "
+                    "built (its sha256 differs), so the answer key is not used for it (rebuild "
+                    "the key with `gradcheck key build`)"]
+    assert "answer_key.py" not in run.stderr and "StaleKeyWarning" not in run.stderr
+
+
+@pytest.mark.slow
 def test_without_torch_and_jax_a_stale_exercise_is_skipped_saying_why(changed, key):
     run = run_python(f"""\
         import json, sys
@@ -768,6 +782,53 @@ def test_a_hessian_no_oracle_can_grade_is_reported_by_key_build_as_by_validate(t
     live = graded("reference", folder)
     assert graded("reference", folder, key=key) == live
     assert [status for exercise, check, status, *_ in live if check == "hessian"] == ["skipped"]
+
+
+#: a tolerance tighter than rounding: the oracles' last digits differ at every sampled point
+ZERO_TOLERANCE = """id: zero-tolerance
+title: zero tolerance
+topic: t
+points: 1
+tolerance:
+  fd: {atol: 0.0, rtol: 0.0}
+inputs:
+  x: {value: 1.0, domain: {low: 0.5, high: 2}}
+program: |
+  f = x.exp() * x.sin()
+checks:
+  sampled: {count: 5}
+"""
+
+
+def test_a_check_that_grades_nothing_is_said_by_key_build_and_refused_by_the_bundle(
+        tmp_path, capsys):
+    """Seen only by `validate` before: `key build` wrote the key saying nothing, and the
+    bundle carried a check every student would score 0 on. Both now name it, from the
+    oracles' answers alone, with the reason grading would give."""
+    from gradcheck.course import bundle
+
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    path = folder / "zero-tolerance.exercise.yaml"
+    path.write_text(ZERO_TOLERANCE)
+    (folder / "product.exercise.yaml").write_text(PRODUCT)
+    key = tmp_path / "key.json"
+    assert main(["key", "build", "--exercises", str(folder), "--seed", str(SEED),
+                 "--out", str(key)]) == 1
+    said = [line for line in capsys.readouterr().err.splitlines() if "grades nothing" in line]
+    assert len(said) == 1 and said[0].startswith(
+        f"{path}:12: checks.sampled: this check grades nothing: no gradient of this check "
+        "could be graded, so it scores 0")
+    assert "the exercise's tolerance is tighter than rounding" in said[0]
+    with pytest.raises(bundle.BundleError, match="a check that grades nothing cannot be "
+                       f"bundled; fix it \\(see `gradcheck validate`\\):\n{path}:12: "
+                       "checks.sampled: this check grades nothing"):
+        bundle.gradescope([folder], tmp_path / "a.zip", seed=SEED,
+                          requirement="gradcheck @ git+https://example.org/g.git")
+    path.write_text(ZERO_TOLERANCE.replace("{atol: 0.0, rtol: 0.0}", "{atol: 1e-6, rtol: 1e-5}"))
+    assert main(["key", "build", "--exercises", str(folder), "--seed", str(SEED),
+                 "--out", str(key)]) == 0
+    assert "grades nothing" not in capsys.readouterr().err
 
 
 def test_a_key_holds_torch_for_a_torch_convention_whatever_a_check_lists(tmp_path):

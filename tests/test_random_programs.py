@@ -5,6 +5,7 @@ shrinks a difference to the smallest program (gradcheck/grading/fuzzing.py), and
 import importlib.util
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -330,6 +331,25 @@ def test_fuzz_finds_shrinks_reports_and_emits_an_exercise_that_validates(tmp_pat
     assert checked.returncode == 0, checked.stdout + checked.stderr
     graded = gradcheck("grade", submission, "--exercises", exercise.parent, "--quiet")
     assert "0/1" in graded.stdout.replace(" ", "") or "0.0/1" in graded.stdout, graded.stdout
+
+
+@pytest.mark.slow
+def test_fuzz_says_a_command_that_draws_the_same_programs_options_and_all(tmp_path):
+    """The line to run again kept the seed alone: with `--ops` left out it drew other programs
+    and found nothing. It keeps every option that changes what is drawn, and finds the same."""
+    submission = tmp_path / "engine.py"
+    submission.write_text(mutate(SOURCE, MUTANTS["sigmoid-forgets-factor"]))
+    first = gradcheck("fuzz", submission, "--seed", 4, "--examples", 40, "--ops", "sigmoid,add",
+                      "--max-steps", 0, "--max-operations", 3)
+    assert first.returncode == 1, first.stdout + first.stderr
+    line = next(line for line in first.stdout.splitlines() if line.startswith("run again with"))
+    command = shlex.split(line.removeprefix("run again with: "))
+    assert command == ["gradcheck", "fuzz", str(submission), "--seed", "4", "--examples", "40",
+                       "--max-operations", "3", "--max-steps", "0", "--ops", "add,sigmoid"]
+    again = gradcheck(*command[1:])
+    assert again.returncode == 1 and again.stdout == first.stdout.replace(
+        first.stdout.split(" random programs in ")[1].split(" s,")[0],
+        again.stdout.split(" random programs in ")[1].split(" s,")[0])
 
 
 @pytest.mark.slow

@@ -46,6 +46,7 @@ def test_walk_goes_as_deep_as_the_tree_and_leaves_out_what_is_pruned(tmp_path):
     assert len(seen) == 1 + 1 + 1500  # the top, kept, and its chain
     assert not any("pruned" in folder for folder, _ in seen)
     assert seen[-1][1] == ["bottom"]
+    trees.remove(tmp_path / "tree")  # pytest's own clean-up of old runs recurses
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="gives files to another group: needs root")

@@ -179,6 +179,10 @@ def _key_for(bank: Bank, key: Path | None, seed: int | None) -> tuple[bytes, set
               "once per exercise; give --key to reuse one)", file=sys.stderr)
         with tempfile.TemporaryDirectory() as folder:
             built = answer_key.build(bank, seed, Path(folder) / KEY_NAME)
+        ungraded = built.ungraded(bank)
+        if ungraded:
+            raise BundleError("a check that grades nothing cannot be bundled; fix it (see "
+                              "`gradcheck validate`):\n" + "\n".join(map(str, ungraded)))
     else:
         built = answer_key.load(key)
         if seed is not None and seed != built.seed:

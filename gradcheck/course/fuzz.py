@@ -16,6 +16,7 @@ import argparse
 import json
 import re
 import secrets
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,10 @@ FOUND = 1
 CANNOT_RUN = 2
 
 
+#: the options that change which programs a search draws, and their defaults
+DRAWN = {"examples": 500, "max_operations": 6, "max_steps": 4}
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """`gradcheck fuzz`."""
     p = subparsers.add_parser(
@@ -45,14 +50,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "error or the engine cannot be loaded.")
     p.add_argument("submission", metavar="SUBMISSION")
     p.add_argument("--seed", type=int, help="the search's seed (default: a new one, printed)")
-    p.add_argument("--examples", type=_count, default=500,
+    p.add_argument("--examples", type=_count, default=DRAWN["examples"],
                    help="programs to try (default: %(default)s)")
-    p.add_argument("--max-operations", type=_count, default=6,
+    p.add_argument("--max-operations", type=_count, default=DRAWN["max_operations"],
                    help="operations per program at most, plus the sum that makes a 1-D "
                         "result the scalar output (default: %(default)s)")
     p.add_argument("--ops", type=_ops, metavar="add,mul,...",
                    help="draw only these operations (default: all of them)")
-    p.add_argument("--max-steps", type=int, default=4, metavar="N",
+    p.add_argument("--max-steps", type=int, default=DRAWN["max_steps"], metavar="N",
                    help="behaviour steps per program at most; 0 compares gradients only "
                         "(default: %(default)s)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="S",
@@ -83,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                                 at_seed=at_seed, examples=args.examples, ops=args.ops,
                                 max_operations=args.max_operations, max_steps=args.max_steps,
                                 oracles=fuzzing.available())
-    print(printable(summary(result, at_seed, args.submission)))
+    print(printable(summary(result, at_seed, rerun(args, at_seed))))
     if args.report_json:
         atomic_write(args.report_json, json.dumps(report(result), indent=2) + "\n")
     if args.emit_exercise and result.found:
@@ -93,7 +98,19 @@ def run(args: argparse.Namespace) -> int:
     return FOUND if result.found else 0
 
 
-def summary(result: fuzzing.Search, at_seed: int, submission: str) -> str:
+def rerun(args: argparse.Namespace, at_seed: int) -> str:
+    """The `gradcheck fuzz` command that draws the same programs: the seed, and each option
+    that changes what is drawn where it is not the default."""
+    words = ["gradcheck", "fuzz", args.submission, "--seed", str(at_seed)]
+    for name, default in DRAWN.items():
+        if getattr(args, name) != default:
+            words += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    if args.ops:
+        words += ["--ops", ",".join(args.ops)]
+    return shlex.join(words)
+
+
+def summary(result: fuzzing.Search, at_seed: int, command: str) -> str:
     """What a person reads: the finding, or that there was none; how the search went."""
     tried = (f"{result.examples} random program{'s' * (result.examples != 1)} in "
              f"{result.seconds:.1f} s, seed {at_seed}; compared with {result.oracle_text} "
@@ -102,7 +119,7 @@ def summary(result: fuzzing.Search, at_seed: int, submission: str) -> str:
     if result.found:
         lines += [result.found.describe(), "",
                   f"gradcheck fuzz: found a {result.found.kind} difference after {tried}",
-                  f"run again with: gradcheck fuzz {submission} --seed {at_seed}"]
+                  f"run again with: {command}"]
     else:
         lines.append(f"gradcheck fuzz: no difference found in {tried}")
     if result.stopped:

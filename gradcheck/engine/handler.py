@@ -26,7 +26,7 @@ from gradcheck.engine.run import (
 )
 from gradcheck.engine.wire import GRAPH_FIELDS, check_request
 from gradcheck.program.language import Program
-from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
+from gradcheck.program.ops import BINARY, CREATE_GRAPH, OPS, SELECT, UNARY
 
 #: Where an engine can be, as progress frames name it; the text completes "timed out after 10 s".
 PHASES = {
@@ -48,7 +48,7 @@ PHASES = {
 _PROTOCOL_NAMES = ("tolist", "backward", "retain_grad", "detach", "requires_grad_", "grad",
                    "requires_grad", "is_leaf", "grad_fn")
 #: what only the higher-order checks use: backward's create_graph, and the module's grad().
-CREATE_GRAPH, GRAD_FUNCTION = "create_graph", "grad()"
+GRAD_FUNCTION = "grad()"
 HIGHER_ORDER = (CREATE_GRAPH, GRAD_FUNCTION)
 _DUNDER = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow"}
 
@@ -172,6 +172,7 @@ def _hessian_at(run: Run, program: Program, point: Mapping[str, Any], names: lis
         leaves = run.leaves(program, point, set(names))
         out = run.forward(program, leaves)[program.output_name]
         run.enter("backward")
+        run.using(CREATE_GRAPH, program.output)
         out.backward(create_graph=True)
         run.enter("read")
         first = {name: leaves[name].grad for name in names}

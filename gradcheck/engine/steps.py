@@ -27,6 +27,7 @@ from gradcheck.program.language import (
     free_names,
     parse_expression,
 )
+from gradcheck.program.ops import CREATE_GRAPH
 from gradcheck.program.session import ACTIONS, GRAD_SUFFIX, WARNINGS, parse_expect
 
 
@@ -112,7 +113,10 @@ def _step_backward(run: Run, program: Program, env: dict, args: Mapping[str, Any
         kwargs["retain_graph"] = args["retain_graph"]
     if args.get("create_graph"):  # asked only of the engines that need it
         kwargs["create_graph"] = True
-    run.using("backward", program.names.get(of), target)
+    # a backward() that fails only with create_graph misses that piece (no owner: its absence
+    # is a keyword backward() does not take, which no attribute shows)
+    run.using(*((CREATE_GRAPH, program.names.get(of)) if kwargs.get("create_graph")
+                else ("backward", program.names.get(of), target)))
     target.backward(**kwargs)
 
 

@@ -45,7 +45,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -62,7 +62,7 @@ from gradcheck.bank import selection
 from gradcheck.bank.drawn_programs import Drawn, Session
 from gradcheck.bank.loader import Bank
 from gradcheck.bank.models import Exercise
-from gradcheck.bank.problems import ExerciseError
+from gradcheck.bank.problems import ExerciseError, Problem
 from gradcheck.engine import handler
 from gradcheck.grading import compare, score
 from gradcheck.grading.chain_rule import Walk, WalkError, walk
@@ -219,6 +219,33 @@ class Key:
         on them, as the gradings of a run with `--oracles chosen` will ask for them: a batch's
         job slot does this once, and every grading it forks inherits them. Nothing is refused
         here (each grading finds its own refusals, and warns of them)."""
+        for _ in self._agreements(bank, chosen):
+            pass
+        for exercise in bank.exercises:
+            entry = self.exercises.get(exercise.id)
+            if _staleness(entry, exercise):
+                continue
+            programs = entry["checks"].get("random_programs")
+            if programs is not None and programs["hypothesis"] == _hypothesis_version():
+                tolerance = search_options(exercise, self.seed)["tolerance"]
+                for case in self._cases(exercise, programs):
+                    drawn = case.session.drawn
+                    self.agreement(drawn.program, case.expected, list(drawn.inputs),
+                                   [drawn.point], tolerance, None, None)
+
+    def ungraded(self, bank: Bank) -> list[Problem]:
+        """A problem for each check of `bank` that grades nothing, whatever the engine answers:
+        the oracles the key holds agree on no gradient at any of its points (a tolerance
+        tighter than rounding, a kink or a pole at every point). Grading skips it and scores it
+        0; `key build` and `bundle` say so before a student meets it."""
+        return [exercise.problem(("checks", name), f"this check grades nothing: {why}")
+                for exercise, name, agreement in self._agreements(bank, None)
+                if (why := compare.nothing_graded(agreement))]
+
+    def _agreements(self, bank: Bank, chosen: Sequence[str] | None
+                    ) -> Iterator[tuple[Exercise, str, Agreement]]:
+        """The oracles' agreement on each gradient check of `bank` the key holds, as the
+        gradings of a run with `--oracles chosen` will judge it (remembered: `agreement`)."""
         chosen = tuple(chosen) if chosen else None  # as the Grader takes them
         for exercise in bank.exercises:
             entry = self.exercises.get(exercise.id)
@@ -227,16 +254,10 @@ class Key:
             for name, stored in entry["checks"].items():
                 wanted = wanted_oracles(exercise, name, chosen) if name in GRADIENT_CHECKS else []
                 if wanted and all(oracle in stored for oracle in wanted):
-                    self.agreement(exercise.program, self._results(exercise, name, stored, wanted),
-                                   exercise.grad_names, stored["points"],
-                                   exercise.tolerance.pair(), exercise.convention, None)
-            programs = entry["checks"].get("random_programs")
-            if programs is not None and programs["hypothesis"] == _hypothesis_version():
-                tolerance = search_options(exercise, self.seed)["tolerance"]
-                for case in self._cases(exercise, programs):
-                    drawn = case.session.drawn
-                    self.agreement(drawn.program, case.expected, list(drawn.inputs),
-                                   [drawn.point], tolerance, None, None)
+                    yield exercise, name, self.agreement(
+                        exercise.program, self._results(exercise, name, stored, wanted),
+                        exercise.grad_names, stored["points"], exercise.tolerance.pair(),
+                        exercise.convention, None)
 
     def _results(self, exercise: Exercise, check: str, stored: dict[str, Any],
                  wanted: Sequence[str]) -> dict[str, OracleResult | Skipped]:
@@ -518,7 +539,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the key; 1 if some exercise files are broken (the others are in the key) or some
-    check grades nothing (`oracle_problems`: the key holds it as live grading meets it)."""
+    check grades nothing (`oracle_problems`, `Key.ungraded`: the key holds it as live grading
+    meets it)."""
     try:
         course = find_course()
         chosen = selection.from_arguments(args, lambda: bank_default(course))
@@ -533,13 +555,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(describe(chosen.paths, len(bank.exercises), course), file=sys.stderr)
     try:
-        build(bank, seed, args.out)
+        built = build(bank, seed, args.out)
     except KeyFileError as error:
         print(f"gradcheck key build: {error}", file=sys.stderr)
         return 2
     for _, error in bank.broken:
         print(f"left out of the key, broken: {_first(error)}", file=sys.stderr)
     problems = [problem for exercise in bank.exercises for problem in oracle_problems(exercise)]
+    problems += built.ungraded(bank)
     for problem in problems:
         print(problem, file=sys.stderr)
     print(f"wrote {args.out}: {len(bank.exercises)} exercises, seed {seed}, "

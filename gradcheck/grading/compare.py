@@ -408,9 +408,8 @@ def grade(program: Program, points: Any, requires_grad: Sequence[str],
     verdicts = _verdicts(n, failed, graded, mismatches, disagreements, answers.errors)
     first = next((i for i, v in enumerate(verdicts) if v.status == "failed"), None)
     use = describe(program, answers.records.get(first)) if first is not None else None
-    slopes = [q for q in agreement.quantities if q.name != "value"] or agreement.quantities
-    nothing = n > 0 and not any(q.graded.any() for q in slopes)
     dropped = [d for d in disagreements if d.graded_by is None]
+    nothing = _grades_nothing(agreement)
     message = (_nothing_graded(agreement, dropped) if nothing and first is None
                else _student_message(agreement, verdicts, mismatches, use, dropped))
     single = bool(mismatches) and not answers.errors and all(
@@ -593,6 +592,22 @@ def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
 #: how the message of a check that grades nothing starts
 NOTHING_GRADED = ("no gradient of this check could be graded, so it scores 0 (a fault of the "
                   "exercise, not of the submission): ")
+
+
+def _grades_nothing(agreement: Agreement) -> bool:
+    """Whether the oracles agree on no gradient (on no value, for a check of values alone) at
+    any point: the check then grades nothing, whatever the engine answers."""
+    slopes = [q for q in agreement.quantities if q.name != "value"] or agreement.quantities
+    return agreement.n > 0 and not any(q.graded.any() for q in slopes)
+
+
+def nothing_graded(agreement: Agreement) -> str:
+    """Why a check whose oracles gave `agreement` grades nothing, as its message says it to
+    every submission, or '' when it grades something: known before any engine runs."""
+    if not agreement.quantities or not _grades_nothing(agreement):
+        return ""
+    return _nothing_graded(agreement, [d for d in agreement.disagreements()
+                                       if d.graded_by is None])
 
 
 def _nothing_graded(agreement: Agreement, dropped: Sequence[Disagreement]) -> str:

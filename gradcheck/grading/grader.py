@@ -62,6 +62,7 @@ from gradcheck.grading.plan import (
 )
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.workers import Workers, details_shown
+from gradcheck.program.ops import CREATE_GRAPH_CALL
 
 DEFAULT_MEMORY_MB = 1024
 #: seconds a whole submission's grading may take (`--total-timeout`): past it, every check left
@@ -909,15 +910,16 @@ def _fault(result: CheckResult) -> None:
 
 def higher_order_needs(exercise: Exercise, check: str) -> set[str]:
     """What of the higher-order protocol a check uses: backward's create_graph (a Hessian
-    check, or a step that creates a graph) and the module's grad() (a grad step)."""
+    check, or a backward step that creates a graph) and the module's grad() (a grad step, with
+    or without create_graph: that is grad()'s own keyword, which a backward() without one
+    leaves working)."""
     if check == "hessian":
         return {handler.CREATE_GRAPH}
     if check != "behaviour":
         return set()
     needs = set()
     for step in exercise.checks.behaviour.steps:
-        args = step.backward or step.grad
-        if args is not None and args.create_graph:
+        if step.backward is not None and step.backward.create_graph:
             needs.add(handler.CREATE_GRAPH)
         if step.grad is not None:
             needs.add(handler.GRAD_FUNCTION)
@@ -959,7 +961,7 @@ def prestart(key: object, oracles: Sequence[str] | None) -> None:
 
 def _piece(name: str) -> str:
     """A higher-order piece `inspect` reports missing, as the code a student writes."""
-    return "backward(create_graph=True)" if name == handler.CREATE_GRAPH else name
+    return CREATE_GRAPH_CALL if name == handler.CREATE_GRAPH else name
 
 
 def _done(result: Any) -> Future:

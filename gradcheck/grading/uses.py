@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from gradcheck.grading.digits import first_line
 from gradcheck.program.language import Program
-from gradcheck.program.ops import OPS, PIECES, PROTOCOL
+from gradcheck.program.ops import CREATE_GRAPH, CREATE_GRAPH_CALL, OPS, PIECES, PROTOCOL
 
 _ATTRIBUTES = {"grad", "requires_grad", "is_leaf", "grad_fn"}
 _MESSAGE = 200  # characters of the engine's message quoted
@@ -70,7 +70,10 @@ def describe(program: Program | None, error: Mapping[str, Any] | None) -> Use | 
 
 
 def _label(name: str) -> str:
-    """`__rpow__` stays; a method gets its parentheses (`exp()`), an attribute its dot."""
+    """`__rpow__` stays; a method gets its parentheses (`exp()`), an attribute its dot, and
+    create_graph the call that uses it."""
+    if name == CREATE_GRAPH:
+        return CREATE_GRAPH_CALL
     if name.startswith("__"):
         return name
     if name in _ATTRIBUTES:
@@ -81,7 +84,7 @@ def _label(name: str) -> str:
 def _form(name: str, piece: str, node: Any) -> str:
     if node is None:
         return f"`{piece}`"
-    if node.op in OPS and name not in PROTOCOL:
+    if node.op in OPS and name not in (*PROTOCOL, CREATE_GRAPH):
         return f"`{node.text}`"
     if name == "tensor":
         return f"`tensor(...)` for the input {node.name}"

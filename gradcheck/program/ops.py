@@ -257,9 +257,14 @@ def method_of(op: Op, number_first: bool = False) -> str:
     return op.name
 
 
+#: backward's keyword for higher-order gradients, a piece of its own: an engine may have a
+#: backward() and not this; and how a student writes its use
+CREATE_GRAPH = "create_graph"
+CREATE_GRAPH_CALL = "backward(create_graph=True)"
+
 #: every name a failed use of the engine can blame (the worker reports one of these, no other)
-PIECES = frozenset({*PROTOCOL, *(method_of(op, first) for op in OPS.values()
-                                 for first in (False, True))})
+PIECES = frozenset({*PROTOCOL, CREATE_GRAPH, *(method_of(op, first) for op in OPS.values()
+                                               for first in (False, True))})
 
 
 def allowed(interval: Interval, margin: float = 0.0) -> list[tuple[float, float]]:
