@@ -352,6 +352,50 @@ def test_fuzz_says_a_command_that_draws_the_same_programs_options_and_all(tmp_pa
         again.stdout.split(" random programs in ")[1].split(" s,")[0])
 
 
+#: tiny, keeping state from one program to the next, as a global tape may: from its fifth
+#: backward() in a process on, every backward raises
+STATEFUL = """import sys
+sys.path.append({engines!r})
+from tiny import tensor, no_grad
+_backward = type(tensor(1.0)).backward
+_calls = [0]
+
+
+def backward(self, *args, **kwargs):
+    _calls[0] += 1
+    if _calls[0] > 4:
+        raise RuntimeError("the tape is full")
+    return _backward(self, *args, **kwargs)
+
+
+type(tensor(1.0)).backward = backward
+"""
+
+
+@pytest.mark.slow
+def test_fuzz_says_when_the_smallest_program_passes_in_a_worker_of_its_own(tmp_path):
+    """The shrunk program failed only because of the programs run before it in the same worker:
+    the finding showed it as the bug. It is run again in a fresh worker, and the report says
+    the engine keeps state from one program to the next; an engine wrong on the program alone
+    is not told that."""
+    engines = Path(__file__).parent / "engines"
+    stateful = tmp_path / "stateful.py"
+    stateful.write_text(STATEFUL.format(engines=str(engines)))
+    report = tmp_path / "report.json"
+    run = gradcheck("fuzz", stateful, "--seed", 1, "--examples", 40, "--max-steps", 0,
+                    "--report-json", report)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "the tape is full" in run.stdout
+    assert "In a worker of its own, where no program ran before it, this program passes" \
+        in run.stdout
+    assert json.loads(report.read_text())["alone"] is False
+    wrong = tmp_path / "engine.py"
+    wrong.write_text(mutate(SOURCE, MUTANTS["sigmoid-forgets-factor"]))
+    run = gradcheck("fuzz", wrong, "--seed", 1, "--examples", 200, "--report-json", report)
+    assert run.returncode == 1 and "In a worker of its own" not in run.stdout
+    assert json.loads(report.read_text())["alone"] is True
+
+
 @pytest.mark.slow
 def test_fuzz_of_the_reference_engine_finds_nothing_and_exits_0(tmp_path):
     report = tmp_path / "report.json"

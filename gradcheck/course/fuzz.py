@@ -88,14 +88,31 @@ def run(args: argparse.Namespace) -> int:
                                 at_seed=at_seed, examples=args.examples, ops=args.ops,
                                 max_operations=args.max_operations, max_steps=args.max_steps,
                                 oracles=fuzzing.available())
-    print(printable(summary(result, at_seed, rerun(args, at_seed))))
+    alone = result.found is None or _alone(path, args, result)
+    print(printable(summary(result, at_seed, rerun(args, at_seed), alone)))
     if args.report_json:
-        atomic_write(args.report_json, json.dumps(report(result), indent=2) + "\n")
+        atomic_write(args.report_json, json.dumps(report(result, alone), indent=2) + "\n")
     if args.emit_exercise and result.found:
         atomic_write(args.emit_exercise, exercise_text(result.found, args.emit_exercise, at_seed))
         print(f"wrote {args.emit_exercise}: check it with `gradcheck validate "
               f"{args.emit_exercise}`")
     return FOUND if result.found else 0
+
+
+def _alone(path: Path, args: argparse.Namespace, result: fuzzing.Search) -> bool:
+    """Whether the shrunk program differs in a worker of its own, where no program ran before
+    it, as in the search's worker, where hundreds did."""
+    assert result.found is not None
+    with Worker(path, memory_mb=args.memory_mb) as fresh:
+        return fuzzing.reproduces(lambda request: fresh.request(request, args.timeout),
+                                  result.found, result.oracles)
+
+
+#: what `summary` adds when the shrunk program passes in a worker of its own
+NOT_ALONE = ("In a worker of its own, where no program ran before it, this program passes: it "
+             "fails only after the programs tried before it, so your engine keeps something "
+             "from one program to the next (a global tape, a cache, a counter). Look for state "
+             "that outlives a backward(); the program above is where it showed, not its cause.")
 
 
 def rerun(args: argparse.Namespace, at_seed: int) -> str:
@@ -110,14 +127,14 @@ def rerun(args: argparse.Namespace, at_seed: int) -> str:
     return shlex.join(words)
 
 
-def summary(result: fuzzing.Search, at_seed: int, command: str) -> str:
+def summary(result: fuzzing.Search, at_seed: int, command: str, alone: bool = True) -> str:
     """What a person reads: the finding, or that there was none; how the search went."""
     tried = (f"{result.examples} random program{'s' * (result.examples != 1)} in "
              f"{result.seconds:.1f} s, seed {at_seed}; compared with {result.oracle_text} "
              f"(behaviour with {fuzzing.ORACLE_LABELS[result.behaviour_oracle]})")
     lines = []
     if result.found:
-        lines += [result.found.describe(), "",
+        lines += [result.found.describe(), *([] if alone else ["", NOT_ALONE]), "",
                   f"gradcheck fuzz: found a {result.found.kind} difference after {tried}",
                   f"run again with: {command}"]
     else:
@@ -127,8 +144,9 @@ def summary(result: fuzzing.Search, at_seed: int, command: str) -> str:
     return "\n".join(lines)
 
 
-def report(result: fuzzing.Search) -> dict[str, Any]:
-    """The `--report-json` object."""
+def report(result: fuzzing.Search, alone: bool = True) -> dict[str, Any]:
+    """The `--report-json` object; `alone`: whether the shrunk program differs in a worker of
+    its own too (`_alone`)."""
     found = result.found
     drawn = found.drawn if found else None
     return {
@@ -145,6 +163,7 @@ def report(result: fuzzing.Search) -> dict[str, Any]:
         "seconds": round(result.seconds, 3),
         "oracles": list(result.oracles),
         "behaviour_oracle": result.behaviour_oracle,
+        "alone": alone if found else None,
     }
 
 

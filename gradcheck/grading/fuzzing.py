@@ -219,6 +219,14 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
                   judge.behaviour_oracle, state["stopped"])
 
 
+def reproduces(ask: Ask, found: Finding, oracles: Sequence[str],
+               tolerance: Tolerances = Tolerances()) -> bool:
+    """Whether `found` still differs on the engine `ask` reaches: a fresh worker, where no
+    program ran before it, tells an engine that keeps state from one program to the next (a
+    global tape) from one that is wrong on this program alone."""
+    return _Judge(ask, tuple(oracles), tolerance)(found.session) is not None
+
+
 def _shrunk(found: Finding, judge: _Judge, localise_finding: bool = True) -> Finding:
     """The smallest case `_reduce` reaches from `found`, with the grader's feedback on it
     where torch can walk it."""
