@@ -62,6 +62,27 @@ def test_a_broken_file_stays_when_its_name_is_selected(bank):
     assert selection([], "square", lambda: bank).load().broken == []
 
 
+def test_a_broken_file_is_selected_by_its_folder_its_id_and_its_topic(bank, capsys):
+    module = bank / "07-m"
+    module.mkdir()
+    # its file name is not its id, and its topic is written in the folder's name only
+    (module / "scratch.exercise.yaml").write_text(
+        BROKEN.replace("id: broken", "id: m05-typo").replace("topic: 01-forward", "titel: x"))
+    (bank / "elsewhere.exercise.yaml").write_text(BROKEN.replace("id: broken", "id: other"))
+
+    def broken(items, keyword=None):
+        return sorted(p.name for p, _ in selection(items, keyword, lambda: bank).load().broken)
+
+    assert broken(["07-m"]) == ["scratch.exercise.yaml"]
+    assert broken(["m05-typo"]) == ["scratch.exercise.yaml"]
+    assert broken([], "m05") == ["scratch.exercise.yaml"]
+    with pytest.raises(SelectionError, match="selects none"):  # -k reads the id, not the file
+        broken([], "scratch")
+    assert broken(["01-forward"]) == ["elsewhere.exercise.yaml"]
+    assert main(["validate", "--static", str(bank), "07-m"]) == 1
+    assert "scratch.exercise.yaml:3: titel: unknown key" in capsys.readouterr().out
+
+
 def test_grade_grades_one_bundled_exercise_by_id(tmp_path):
     results = tmp_path / "results.json"
     assert main(["grade", "reference", "--exercises", "chain-rule-z", "--results-json",

@@ -47,19 +47,19 @@ def load_exercise(path: str | os.PathLike[str]) -> Exercise:
         raise ExerciseError(repeated + error.problems, error.exercise,
                             *_declared(source.data)) from None
     if repeated:
-        raise ExerciseError(repeated, exercise, exercise.visibility, exercise.topic)
+        raise ExerciseError(repeated, exercise, exercise.visibility, exercise.topic, exercise.id)
     return exercise
 
 
-def _declared(data: Any) -> tuple[str | None, str]:
-    """The visibility and topic a broken file gives itself, where it says them plainly. The
-    visibility: no key is visible, the default; None when it cannot be told, and the file is
-    then taken for one whose details are withheld. The topic: '' when not a text."""
+def _declared(data: Any) -> tuple[str | None, str, str]:
+    """The visibility, topic and id a broken file gives itself, where it says them plainly.
+    The visibility: no key is visible, the default; None when it cannot be told, and the file
+    is then taken for one whose details are withheld. The topic and id: '' when not a text."""
     if not isinstance(data, dict):
-        return None, ""
-    said, topic = data.get("visibility", "visible"), data.get("topic")
+        return None, "", ""
+    said, topic, id = data.get("visibility", "visible"), data.get("topic"), data.get("id")
     return (said if isinstance(said, str) and said in get_args(Visibility) else None,
-            topic if isinstance(topic, str) else "")
+            topic if isinstance(topic, str) else "", id if isinstance(id, str) else "")
 
 
 def from_data(data: Any, file: str = "<data>") -> Exercise:
@@ -172,7 +172,7 @@ def load_bank(paths: PathArg, strict: bool = False) -> Bank:
         error = ExerciseError([exercise.problem(
             "id", f"the id {exercise.id!r} is already used by {kept._file}:"
                   f"{kept.line_of('id')}; give this exercise an id of its own")],
-            visibility=exercise.visibility, topic=exercise.topic)
+            visibility=exercise.visibility, topic=exercise.topic, id=exercise.id)
         if strict:
             raise error
         bank.broken.append((Path(exercise._file), error))

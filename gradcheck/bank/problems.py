@@ -29,15 +29,17 @@ class ExerciseError(ValueError):
     problem hides no other. `visibility`: what the file says of its own, when it could be read
     (`gradcheck.bank.loader`); None when that is not known, and its problems, which quote the
     file's program and hints, are then not for students. `topic`: its module, if it says one
-    plainly, so that reports list it where it belongs."""
+    plainly, so that reports list it where it belongs. `id`: its id, if it says one plainly,
+    so that selecting the exercise by id still selects it (and shows its problems)."""
 
     def __init__(self, problems: list[Problem], exercise: Any = None,
-                 visibility: str | None = None, topic: str = "") -> None:
+                 visibility: str | None = None, topic: str = "", id: str = "") -> None:
         super().__init__("\n".join(map(str, problems)))
         self.problems = problems
         self.exercise = exercise
         self.visibility = visibility
         self.topic = topic
+        self.id = id
 
 
 def listing(names: Iterable[str]) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gradcheck.bank.loader import Bank, exercise_files, load_bank
 from gradcheck.bank.models import SUFFIX, Exercise
-from gradcheck.bank.problems import listing, suggest
+from gradcheck.bank.problems import ExerciseError, listing, suggest
 
 
 class SelectionError(Exception):
@@ -42,19 +42,23 @@ class Selection:
 
     def load(self, strict: bool = False) -> Bank:
         """The bank under `paths`, narrowed to the names and keyword (a broken file stays in
-        only if its file name matches them, so a typo in the exercise graded is still shown)."""
+        when it belongs to them, so that its problems are shown, not skipped)."""
         return self.narrow(load_bank(self.paths, strict=strict))
 
     def narrow(self, bank: Bank) -> Bank:
-        """`bank`'s exercises that the names and keyword select."""
+        """`bank`'s exercises that the names and keyword select, and its broken files that
+        belong to them: by their folder, or by the id and topic they say, or else their file
+        name, as far as these can be read."""
         if not self.narrowed:
             return bank
         unknown = [name for name in self.names
                    if not any(_named(e, name) for e in bank.exercises)
-                   and not any(_stem(path) == name for path, _ in bank.broken)]
+                   and not any(_broken_named(path, error, name) for path, error in bank.broken)]
         if unknown:
-            modules = {e.topic for e in bank.exercises if e.topic}
-            ids = {e.id for e in bank.exercises}
+            modules = ({e.topic for e in bank.exercises if e.topic}
+                       | {error.topic for _, error in bank.broken if error.topic})
+            ids = {e.id for e in bank.exercises} | {error.id for _, error in bank.broken
+                                                   if error.id}
             raise SelectionError(
                 f"{_item(self.option, unknown[0])}: no such file or folder, and no exercise or "
                 f"module of that name in {listing(str(p) for p in self.paths)}"
@@ -65,10 +69,12 @@ class Selection:
                 if (not self.names or any(_named(e, name) for name in self.names))
                 and match(e.id)]
         broken = [(path, error) for path, error in bank.broken
-                  if (not self.names or _stem(path) in self.names) and match(_stem(path))]
+                  if (not self.names or any(_broken_named(path, error, name)
+                                            for name in self.names))
+                  and match(error.id or _stem(path))]
         if not kept and not broken:
             raise SelectionError(f"-k {self.keyword}: selects none of the "
-                                 f"{len(bank.exercises)} exercises")
+                                 f"{len(bank.exercises) + len(bank.broken)} exercises")
         return Bank(kept, broken)
 
     def files(self) -> list[Path]:
@@ -150,6 +156,12 @@ def from_arguments(args: argparse.Namespace, default: Callable[[], Path],
 def _named(exercise: Exercise, name: str) -> bool:
     folder = exercise.path.parent.name if exercise.path else ""
     return name in (exercise.id, exercise.topic, folder)
+
+
+def _broken_named(path: Path, error: ExerciseError, name: str) -> bool:
+    """Whether a file that did not load belongs to `name`: its folder is a module whatever the
+    file says; its id and topic count where it says them, its file name where no id is read."""
+    return name in (path.parent.name, error.topic, error.id or _stem(path))
 
 
 def _stem(path: Path) -> str:
