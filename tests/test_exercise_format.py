@@ -252,7 +252,8 @@ def test_step_needs_exactly_one_action(tmp_path):
 
 
 def test_bare_backward_step_means_no_arguments(tmp_path):
-    exercise = _loads(tmp_path, BASE + "checks:\n  behaviour:\n    steps:\n      - backward:\n")
+    exercise = _loads(tmp_path, BASE + "checks:\n  behaviour:\n    steps:\n      - backward:\n"
+                                       "        expect: [grad.x]\n")
     step = exercise.checks.behaviour.steps[0]
     assert step.action == "backward" and step.backward.retain_graph is None  # torch's default
     assert step.backward.create_graph is False
@@ -270,7 +271,8 @@ def test_detached_name_exists_only_after_its_step(tmp_path):
 
 
 def test_sgd_updates_inputs_only(tmp_path):
-    text = BASE + "checks:\n  behaviour:\n    steps:\n      - sgd: {lr: 0.1, params: [y]}\n"
+    text = BASE + ("checks:\n  behaviour:\n    steps:\n      - sgd: {lr: 0.1, params: [y]}\n"
+                   "        expect: [value.x]\n")
     assert _problems(tmp_path, text) == [
         "14: checks.behaviour.steps[0].sgd.params[0]: sgd updates inputs (leaves); 'y' is not "
         "one of v, x"]
@@ -423,15 +425,16 @@ def test_the_only_convention_is_torch_s(tmp_path):
 def test_a_compute_expression_is_parsed_as_the_engine_parses_it(tmp_path):
     steps = ("checks:\n  behaviour:\n    steps:\n      - backward: {of: s, retain_graph: true}\n"
              "      - grad: {of: s, wrt: [x], names: [gx]}\n"
-             '      - compute: {name: p, expr: "(x.grad * v).sum() + gx"}\n')
+             '      - compute: {name: p, expr: "(x.grad * v).sum() + gx"}\n'
+             "        expect: [value.p]\n")
     _loads(tmp_path, BASE + steps)  # a variable's gradient, and one a grad step bound
     text = BASE + steps + ('      - compute: {name: q, expr: "p * v.data"}\n'
                            '      - compute: {name: r, expr: "y.grad[2]"}\n'
                            '      - compute: {name: t, expr: "p + w.grad"}\n')
     assert _problems(tmp_path, text) == [
-        "17: checks.behaviour.steps[3].compute.expr: column 39: attribute access is not allowed "
+        "18: checks.behaviour.steps[3].compute.expr: column 39: attribute access is not allowed "
         "here; the one attribute an expression reads is a variable's gradient, `x.grad`",
-        "18: checks.behaviour.steps[4].compute.expr: column 42: index 2 is out of range for "
+        "19: checks.behaviour.steps[4].compute.expr: column 42: index 2 is out of range for "
         "length 2",
-        "19: checks.behaviour.steps[5].compute.expr: 'w' is not defined; use an input or a "
+        "20: checks.behaviour.steps[5].compute.expr: 'w' is not defined; use an input or a "
         "variable of the program: gx, p, q, r, s, v, x, y"]

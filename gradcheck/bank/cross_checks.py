@@ -94,7 +94,20 @@ def _program_issues(exercise: Exercise, program: Program, numeric: list[str]) ->
                 issues.append((("checks", "graph", "names", i), _unknown(name, names), None))
     if exercise.checks.behaviour:
         issues += _step_issues(exercise, exercise.checks.behaviour.steps, program)
+        issues += _expects_nothing(exercise, exercise.checks.behaviour.steps)
     return issues
+
+
+def _expects_nothing(exercise: Exercise, steps: list[Step]) -> list[_Issue]:
+    """A behaviour check with no `expect` compares only whether each step raised, which every
+    engine that runs at all passes: it would give its points unearned."""
+    if any(step.expect for step in steps):
+        return []
+    first = next(iter(exercise.inputs))
+    return [(("checks", "behaviour", "steps"), "no step has an `expect`, so this check compares "
+             "only whether each step raised, which almost every engine passes; add `expect` to "
+             f"the steps after which to compare (such as `expect: [grad.{first}]` after a "
+             f"backward, or `expect: [requires_grad.{first}]`)", None)]
 
 
 def _step_issues(exercise: Exercise, steps: list[Step], program: Program) -> list[_Issue]:
