@@ -378,6 +378,38 @@ def test_a_point_left_out_at_a_kink_is_said_even_when_the_rest_match():
         "differences 0.0")
 
 
+def test_counts_are_of_distinct_points_whose_gradients_are_graded():
+    """Below log's domain every oracle agrees the value is nan, but no gradient is graded there:
+    that point is not a graded one. A point listed twice (the inputs' value, listed again) is
+    one point, and its ungraded value one value."""
+    program = parse("z = (x - 2).log()", {"x": None})
+    points = [{"x": 0.5}, {"x": 0.5}, {"x": 3.0}, {"x": 3.0}, {"x": 4.0}]
+    results = compute(program, points, ["x"], ["fd", "torch", "jax"])
+    answers = _answers(results, ["x"])
+    grading = grade(program, points, ["x"], results, answers)
+    assert grading.message.startswith("all 2 graded points match the oracles; not graded: 1 "
+                                      "value at 1 point where the oracles disagree")
+    answers[2]["grads"]["x"] = answers[3]["grads"]["x"] = 7.0
+    grading = grade(program, points, ["x"], results, answers)
+    assert grading.message.endswith("; 1 of 3 points failed") and "more wrong" not in (
+        grading.message)
+    only = grade(program, points[2:3], ["x"], compute(program, points[2:3], ["x"]),
+                 _answers(compute(program, points[2:3], ["x"]), ["x"]))
+    assert only.message == "the 1 graded point matches the oracles"
+
+
+def test_a_hessian_check_counts_points_not_its_rows():
+    from gradcheck.oracles import second_order
+
+    program = parse("z = x ** 2 * y + y.exp() * x.sin()", {"x": None, "y": None})
+    points = [{"x": 0.0, "y": 0.0}, {"x": 1.0, "y": 0.5}, {"x": 1.0, "y": 0.5}]
+    rows, _, labels = second_order.expand(points, second_order.directions(program, ["x", "y"]))
+    results = second_order.compute(program, points, ["x", "y"], None, ["torch", "jax"])
+    grading = grade(program, rows, ["x", "y"], results, _answers(results, ["x", "y"]),
+                    directions=labels)
+    assert len(rows) == 6 and grading.message == "all 2 graded points match the oracles"
+
+
 def test_a_check_with_no_graded_gradient_is_not_a_pass():
     points = [{"x": 0.0, "y": 2.0}]  # dz/dx is a convention there, and y is not differentiated
     results = compute(ABS, points, ["x"], ["fd", "torch", "jax"])

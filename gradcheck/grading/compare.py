@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -93,6 +93,21 @@ class Agreement:
         """Points where at least one value is graded."""
         marks = [q.graded.any(axis=1) for q in self.quantities]
         return np.any(marks, axis=0) if marks else np.zeros(self.n, bool)
+
+    def distinct(self, rows: Iterable[int]) -> int:
+        """How many points `rows` are: rows at one point (the inputs' value listed again as a
+        point; a Hessian's rows, one per direction) are one point to whoever reads a count."""
+        return len({self._point_key(i) for i in rows})
+
+    def distinct_values(self, values: Iterable[tuple[int, str]]) -> int:
+        """How many values the (row, label) pairs are, a value at a point listed twice once."""
+        return len({(self._point_key(i), self.directions[i] if self.directions else "", label)
+                    for i, label in values})
+
+    def _point_key(self, i: int) -> bytes | int:
+        if not self.batch:
+            return i
+        return b"".join(self.batch[name][i].tobytes() for name in self.program.inputs)
 
     def disagreements(self) -> list[Disagreement]:
         """Every value where the oracles disagree, classified, in point order."""
@@ -408,10 +423,11 @@ def grade(program: Program, points: Any, requires_grad: Sequence[str],
     verdicts = _verdicts(n, failed, graded, mismatches, disagreements, answers.errors)
     first = next((i for i, v in enumerate(verdicts) if v.status == "failed"), None)
     use = describe(program, answers.records.get(first)) if first is not None else None
+    judged = _judged(agreement)
+    nothing = n > 0 and not judged.any()
     dropped = [d for d in disagreements if d.graded_by is None]
-    nothing = _grades_nothing(agreement)
     message = (_nothing_graded(agreement, dropped) if nothing and first is None
-               else _student_message(agreement, verdicts, mismatches, use, dropped))
+               else _student_message(agreement, verdicts, mismatches, use, dropped, judged))
     single = bool(mismatches) and not answers.errors and all(
         single_precision(m.found, m.expected) for m in mismatches)
     if single:
@@ -565,12 +581,17 @@ def _verdicts(n: int, failed: np.ndarray, graded: np.ndarray, mismatches: list[M
 
 def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
                      mismatches: list[Mismatch], use: Use | None = None,
-                     dropped: Sequence[Disagreement] = ()) -> str:
+                     dropped: Sequence[Disagreement] = (), judged: np.ndarray | None = None
+                     ) -> str:
+    """The first wrong value or error and how many more, or that all graded points match;
+    counts are of distinct points (`judged`: the rows where a gradient is graded)."""
     failed = [i for i, v in enumerate(verdicts) if v.status == "failed"]
-    ungraded = sum(v.status == "ungraded" for v in verdicts)
     if not failed:
-        graded = len(verdicts) - ungraded
-        text = f"all {graded} graded point{'s' * (graded != 1)} match the oracles"
+        rows = (np.flatnonzero(judged) if judged is not None
+                else [i for i, v in enumerate(verdicts) if v.status != "ungraded"])
+        graded = agreement.distinct(rows)
+        text = (f"all {graded} graded points match the oracles" if graded != 1
+                else "the 1 graded point matches the oracles")
         return text + (f"; {_not_graded(agreement, dropped)}" if dropped else "")
     first = verdicts[failed[0]]
     if use is not None and first.error:
@@ -579,14 +600,16 @@ def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
         text = f"at {agreement.point_text(failed[0])}, the engine raised {first.error}"
     else:
         text = str(first.mismatches[0])
-    errors = sum(v.error is not None for v in verdicts if v.status == "failed")
-    others = [f"{n} more wrong value{'s' * (n > 1)}" for n in [len(mismatches) - (not first.error)]
+    errors = agreement.distinct(i for i in failed if verdicts[i].error is not None)
+    wrong = agreement.distinct_values((m.point, m.label) for m in mismatches)
+    others = [f"{n} more wrong value{'s' * (n > 1)}" for n in [wrong - (not first.error)]
               if n > 0]
     others += [f"{n} more point{'s' * (n > 1)} where the engine raised"
                for n in [errors - bool(first.error)] if n > 0]
     if others:
         text += ". " + ", ".join(others)
-    return text + f"; {len(failed)} of {len(verdicts)} points failed"
+    return text + (f"; {agreement.distinct(failed)} of {agreement.distinct(range(len(verdicts)))}"
+                   " points failed")
 
 
 #: how the message of a check that grades nothing starts
@@ -594,11 +617,17 @@ NOTHING_GRADED = ("no gradient of this check could be graded, so it scores 0 (a 
                   "exercise, not of the submission): ")
 
 
-def _grades_nothing(agreement: Agreement) -> bool:
-    """Whether the oracles agree on no gradient (on no value, for a check of values alone) at
-    any point: the check then grades nothing, whatever the engine answers."""
+def _judged(agreement: Agreement) -> np.ndarray:
+    """Per point, whether a gradient is graded there (a value, for a check of values alone):
+    the value alone (log's nan, agreed by every oracle, below its domain) grades no gradient."""
     slopes = [q for q in agreement.quantities if q.name != "value"] or agreement.quantities
-    return agreement.n > 0 and not any(q.graded.any() for q in slopes)
+    return np.any([q.graded.any(axis=1) for q in slopes], axis=0)
+
+
+def _grades_nothing(agreement: Agreement) -> bool:
+    """Whether the oracles agree on no gradient at any point: the check then grades nothing,
+    whatever the engine answers."""
+    return agreement.n > 0 and not _judged(agreement).any()
 
 
 def nothing_graded(agreement: Agreement) -> str:
@@ -618,10 +647,11 @@ def _not_graded(agreement: Agreement, dropped: Sequence[Disagreement]) -> str:
     """Which values were left out because the oracles disagree there, and why."""
     if not dropped:
         return ""
-    points = len({d.point for d in dropped})
+    points = agreement.distinct(d.point for d in dropped)
+    values = agreement.distinct_values((d.point, d.label) for d in dropped)
     reasons = ", ".join(dict.fromkeys(d.reason for d in dropped))
     first = dropped[0]
-    return (f"not graded: {len(dropped)} value{'s' * (len(dropped) != 1)} at {points} "
+    return (f"not graded: {values} value{'s' * (values != 1)} at {points} "
             f"point{'s' * (points != 1)} where the oracles disagree ({reasons}), first "
             f"{first.describe(agreement.point_text(first.point))}")
 
@@ -633,7 +663,7 @@ def _author_notes(agreement: Agreement, disagreements: list[Disagreement],
     for d in disagreements:
         groups.setdefault((d.reason, d.graded_by), []).append(d)
     for (reason, graded_by), items in groups.items():
-        points = len({d.point for d in items})
+        points = agreement.distinct(d.point for d in items)
         head = (f"graded against {graded_by}'s convention" if graded_by
                 else "not graded (the oracles disagree)")
         notes.append(f"{head} at {points} point{'s' * (points != 1)}, {reason}: first "
