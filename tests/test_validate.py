@@ -208,6 +208,24 @@ def test_a_listed_point_where_oracles_disagree_is_shown(tmp_path):
     assert agreement_problems(_exercise(tmp_path, text + "convention: torch\n")) == []
 
 
+def test_a_listed_point_outside_a_domain_or_at_a_pole_is_refused_under_a_convention(tmp_path):
+    """A convention decides a kink; log of -1 and 1/x at 0 have no derivative for torch's
+    number to stand for, so the fix said is to move the point, not to set a convention."""
+    for program, point in [("log(x)", "-1.0"), ("1 / x", "0.0")]:
+        text = (ABS.replace("abs(x) * 3", program) + "convention: torch\n"
+                f"checks:\n  gradients:\n    points: [{{x: 0.5}}, {{x: {point}}}]\n")
+        [problem] = agreement_problems(_exercise(tmp_path, text))
+        assert (problem.line, problem.field) == (12, "checks.gradients.points[1]")
+        assert problem.message.endswith(
+            "; move the point so that every operation's argument stays inside its domain and "
+            "off its poles (a `convention` decides kinks only, not these)")
+        assert "set `convention" not in problem.message
+    # near log's edge, inside its domain, torch's derivative is the function's: allowed
+    text = (ABS.replace("abs(x) * 3", "log(x)") + "convention: torch\n"
+            "checks:\n  gradients:\n    points: [{x: 1.0e-7}]\n")
+    assert agreement_problems(_exercise(tmp_path, text)) == []
+
+
 def test_sampling_into_a_domain_edge_is_said_once(tmp_path):
     """log over (-1, 2) is one problem of the domain, not a disagreement at each drawn point."""
     text = ABS.replace("abs(x) * 3", "log(x)").replace("low: -2", "low: -1")

@@ -250,8 +250,14 @@ def _agreement(exercise: Exercise, check: str, points: list[Point]) -> compare.A
 
 def _disagreements(exercise: Exercise, agreement: compare.Agreement,
                    where: Callable[[int], tuple[str | int, ...]], fix: str) -> list[Problem]:
-    """One problem per value the oracles disagree on and no `convention` decides (a few shown)."""
-    found = [d for d in agreement.disagreements() if d.graded_by is None]
+    """One problem per value the oracles disagree on and no `convention` decides (a few shown).
+    A convention decides a kink only: at a pole or outside an operation's domain (where the
+    function's value is not finite) there is no derivative for torch's number to stand for, so
+    such a point is refused under one too."""
+    outside = {int(i) for q in agreement.quantities if q.name == "value"
+               for i in np.flatnonzero(~np.isfinite(q.expected).all(axis=1))}
+    found = [d for d in agreement.disagreements()
+             if d.graded_by is None or (d.reason == compare.EDGE and d.point in outside)]
     zero = [name for name, pair in (("analytic", exercise.tolerance.analytic),
                                     ("fd", exercise.tolerance.fd))
             if pair.atol == 0 and pair.rtol == 0]
@@ -262,13 +268,20 @@ def _disagreements(exercise: Exercise, agreement: compare.Agreement,
                                  "value (the defaults are atol 1e-12, rtol 1e-9 for analytic, "
                                  "atol 1e-6, rtol 1e-5 for fd)")]
     problems = [exercise.problem(where(d.point), f"the oracles disagree ({d.reason}): "
-                                 f"{d.describe(agreement.point_text(d.point))}; {fix}, or set "
-                                 "`convention: torch` to grade it as torch does")
+                                 f"{d.describe(agreement.point_text(d.point))}; "
+                                 f"{_fix(fix, d.point in outside)}")
                 for d in found[:SHOWN]]
     if len(found) > SHOWN:
         problems.append(exercise.problem(where(found[SHOWN].point),
                                          f"... and {len(found) - SHOWN} more disagreements"))
     return problems
+
+
+def _fix(fix: str, outside: bool) -> str:
+    if outside:
+        return (f"{fix} so that every operation's argument stays inside its domain and off its "
+                "poles (a `convention` decides kinks only, not these)")
+    return f"{fix}, or set `convention: torch` to grade it as torch does"
 
 
 #: Checks of one loaded exercise that run nothing, in order.
