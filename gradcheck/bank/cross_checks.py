@@ -70,9 +70,18 @@ def cross_check(exercise: Exercise) -> tuple[Program | None, list[_Issue]]:
                                       f"{listing(missing)}", None))
         if checks.hessian.count:
             issues += _domain_issues(exercise, checks.hessian, ("checks", "hessian", "count"))
+    if checks.random_programs and set(checks.random_programs.ops) <= CUTTING:
+        issues.append((("checks", "random_programs", "ops"), f"{listing(CUTTING)} alone cannot "
+                       "make a program to grade: it passes no gradient, so no output drawn "
+                       "from it depends on an input; add an operation that does, such as add, "
+                       "mul or exp", None))
     if program is not None:
         issues += _program_issues(exercise, program, numeric)
     return program, issues
+
+
+#: Operations that pass no gradient: random programs drawn from these alone have none to grade.
+CUTTING = frozenset({"detach"})
 
 
 def _program_issues(exercise: Exercise, program: Program, numeric: list[str]) -> list[_Issue]:
