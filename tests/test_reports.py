@@ -397,6 +397,14 @@ def test_terminal_shows_failure_messages_but_not_hidden_ones_unless_instructor()
 # --- Markdown ----------------------------------------------------------------------------------
 
 
+def test_one_exercise_is_counted_in_the_singular():
+    report = GradeReport(submission="engine.py", seed=1, duration=1.0, results=[
+        result("chain-rule", "gradients", "passed", 1.0, 1.0)])
+    assert "· 1 exercise, 0 not fully passed ·" in render_markdown(report)
+    assert "1 exercise, passed" in render_terminal(report) and "all 1" not in (
+        render_terminal(report))
+
+
 def test_markdown_summary_has_totals_a_table_and_folded_failures():
     text = render_markdown(make_report())
     assert text.startswith("## gradcheck: 2.67 / 9 points\n")

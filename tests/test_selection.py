@@ -111,7 +111,7 @@ def test_validate_and_key_build_select_the_same_way(bank, tmp_path, capsys):
     key = tmp_path / "key.json"
     assert main(["key", "build", "--exercises", str(bank), "--exercises", "01-forward",
                  "-k", "not prod", "--out", str(key)]) == 0
-    assert "1 exercises" in capsys.readouterr().out
+    assert "1 exercise, seed" in capsys.readouterr().out
 
 
 def test_the_plugin_takes_ids_and_modules_and_pytests_own_k(pytester, bank):

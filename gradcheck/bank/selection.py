@@ -73,8 +73,9 @@ class Selection:
                                             for name in self.names))
                   and match(error.id or _stem(path))]
         if not kept and not broken:
-            raise SelectionError(f"-k {self.keyword}: selects none of the "
-                                 f"{len(bank.exercises) + len(bank.broken)} exercises")
+            count = len(bank.exercises) + len(bank.broken)
+            raise SelectionError(f"-k {self.keyword}: selects none of the {count} "
+                                 f"exercise{'s' * (count != 1)}")
         return Bank(kept, broken)
 
     def files(self) -> list[Path]:

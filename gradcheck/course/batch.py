@@ -132,7 +132,8 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
     rows = {**refused, **kept}
     todo = [entry for entry in entries if entry.name not in rows]
     where = f"on the cluster at {scheduler}" if scheduler else f"{jobs} at a time"
-    print(f"grading {len(todo)} submissions on {len(bank.exercises)} exercises, seed {seed}, "
+    print(f"grading {len(todo)} submission{'s' * (len(todo) != 1)} on {len(bank.exercises)} "
+          f"exercise{'s' * (len(bank.exercises) != 1)}, seed {seed}, "
           f"{where}" + (f", answer key {key}" if key else ", oracles live")
           + (f"; {len(kept)} kept from {out}" if resume else ""), file=sys.stderr)
     if scheduler:

@@ -175,7 +175,8 @@ def _key_for(bank: Bank, key: Path | None, seed: int | None) -> tuple[bytes, set
     with `seed`; and the versions of hypothesis that drew its random programs."""
     if key is None:
         seed = key_seed(seed, None, None)
-        print(f"building an answer key for {len(bank.exercises)} exercises (torch and jax run "
+        print(f"building an answer key for {len(bank.exercises)} "
+              f"exercise{'s' * (len(bank.exercises) != 1)} (torch and jax run "
               "once per exercise; give --key to reuse one)", file=sys.stderr)
         with tempfile.TemporaryDirectory() as folder:
             built = answer_key.build(bank, seed, Path(folder) / KEY_NAME)

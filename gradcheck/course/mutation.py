@@ -226,7 +226,8 @@ def render(matrix: KillMatrix, *, width: int = 100, verbose: bool = False) -> st
     idle = [e for e in matrix.exercises if e not in matrix.unsound
             and not any(e in killers for killers in matrix.killed.values())]
     if idle:
-        out.write(f"\n{len(idle)} of {len(matrix.exercises)} exercises kill no mutant: "
+        kill = "kills" if len(idle) == 1 else "kill"
+        out.write(f"\n{len(idle)} of {len(matrix.exercises)} exercises {kill} no mutant: "
                   f"{', '.join(idle)}\n")
     survivors = matrix.survivors
     graded = len(matrix.mutants) - len(matrix.ungraded)

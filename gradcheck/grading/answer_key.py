@@ -565,7 +565,8 @@ def run(args: argparse.Namespace) -> int:
     problems += built.ungraded(bank)
     for problem in problems:
         print(problem, file=sys.stderr)
-    print(f"wrote {args.out}: {len(bank.exercises)} exercises, seed {seed}, "
+    count = len(bank.exercises)
+    print(f"wrote {args.out}: {count} exercise{'s' * (count != 1)}, seed {seed}, "
           f"gradcheck {__version__}")
     return 1 if bank.broken or problems else 0
 

@@ -451,7 +451,9 @@ class Grader:
         if result.stopped:
             return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
                                      f"{check.count} random programs", notes)
-        return Outcome("passed", f"all {result.examples} random programs match "
+        many = result.examples != 1
+        return Outcome("passed", f"{'all' if many else 'the'} {result.examples} random "
+                                 f"program{'s match' if many else ' matches'} "
                                  f"{result.oracle_text}", notes)
 
     def _replay_ask(self, exercise: Exercise, budget: _Budget) -> Callable[[dict[str, Any]], Any]:

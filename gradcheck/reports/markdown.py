@@ -36,7 +36,8 @@ def render_markdown(report: GradeReport, *, show_hidden: bool = False, command: 
     failing = sum(e.status != "passed" for e in exercises)
     lines = [f"## gradcheck: {points(report.score)} / {points(report.max_score)} points", "",
              f"Submission `{_cell(report.submission)}` · seed {report.seed} · "
-             f"{len(exercises)} exercises, {failing} not fully passed · "
+             f"{len(exercises)} exercise{'s' * (len(exercises) != 1)}, {failing} not fully "
+             f"passed · "
              f"{shown_duration(report, show_hidden):.1f} s", ""]
     if report.import_error:
         lines += _fold("The submission could not be imported", report.import_error, open_=True)

@@ -54,7 +54,8 @@ def render_terminal(report: GradeReport, *, colour: bool = False, show_hidden: b
         subtotal = f"{points(module.score)}/{points(module.max_score)}"
         count = len(module.exercises)
         if module.uniform == "passed":
-            rows.append((module.name, subtotal, f"all {count} passed", "passed"))
+            rows.append((module.name, subtotal, f"all {count} passed" if count != 1
+                         else "1 exercise, passed", "passed"))
         elif module.uniform == "failed":
             rows.append((module.name, subtotal, f"{_count(count, 'exercise')}, none passed",
                          "failed"))
