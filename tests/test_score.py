@@ -66,8 +66,8 @@ def test_check_points_lists_the_present_checks_in_format_order_with_their_weight
         "inputs": {"x": {"value": 3.0, "domain": {"low": -2, "high": 2}}},
         "program": "y = x * x\n",
         # written out of order: the format's order (gradients, sampled, ..., behaviour) rules
-        "checks": {"behaviour": {"steps": [{"backward": {}}]}, "graph": {"names": ["y"]},
-                   "gradients": {"weight": 2}},
+        "checks": {"behaviour": {"steps": [{"backward": {}, "expect": ["grad.x"]}]},
+                   "graph": {"names": ["y"]}, "gradients": {"weight": 2}},
     })
     assert check_points(exercise) == {"gradients": 2.0, "graph": 1.0, "behaviour": 1.0}
 
