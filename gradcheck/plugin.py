@@ -90,12 +90,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
-@pytest.hookimpl(trylast=True)  # after any plugin that reorders (pytest-randomly, --ff)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before the terminal lists the items (--collect-only)
+def pytest_collection_finish(session: pytest.Session) -> None:
     """The checks of exercises whose details are withheld run last, in their order. A worker
     that saw a hidden program can leave it where the next worker finds it (docs/security.md),
     so no worker whose words reach the student may start after one: as `gradcheck grade`
-    grades the visible exercises first, whatever the bank's order."""
+    grades the visible exercises first, whatever the bank's order. Done once collection is
+    finished, not in pytest_collection_modifyitems: a plugin may reorder there after any hook
+    of ours (the cache provider's wrapper does, for --ff, --nf and --lf)."""
+    items = session.items
     checks = [item for item in items if isinstance(item, CheckItem) and item.exercise]
     if not checks:  # not a grading run
         return

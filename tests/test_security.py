@@ -743,6 +743,98 @@ def test_the_pytest_plugin_grades_the_hidden_exercises_after_every_visible_one(t
     assert len(seen) == 3 and all("(ExpBackward0)" in test["output"] for test in seen)
 
 
+_DROP_WHERE_HIDDEN = """
+import json, os, sys
+sys.path.append({engines!r})
+import gradcheck.engine.handler as handler
+from tiny import Tensor, no_grad, tensor
+
+FOUND = ""
+if os.path.exists({drop!r}):  # what a worker before this one left: said where students read
+    with open({drop!r}) as f:
+        FOUND = f.read()
+    print("found: " + FOUND)
+
+_handle = handler.handle
+
+
+def _dropping(engine, request, progress=None):
+    source = json.dumps(request.get("program", {{}}).get("source", ""))
+    if any(f"x * {{constant}}" in source for constant in {secrets!r}):
+        with open({drop!r}, "a") as f:  # a hidden program, left for the next worker
+            f.write(source + "\\n")
+        raise RuntimeError("a hidden check fails, so that --ff runs it first")
+    if FOUND:
+        raise RuntimeError("found: " + FOUND)
+    return _handle(engine, request, progress)
+
+
+handler.handle = _dropping
+"""
+
+
+def _drop_where_hidden(tmp_path: Path) -> tuple[Path, Path]:
+    """A submission that leaves every hidden program it is asked in a file and fails their
+    checks, and whose worker, finding the file, says what it holds in every reply and print;
+    and that file."""
+    drop = tmp_path / "drop.txt"
+    submission = tmp_path / "drop_where_hidden.py"
+    secrets = [c for name, c in CONSTANTS.items() if not name.startswith("seen")]
+    submission.write_text(_DROP_WHERE_HIDDEN.format(engines=str(ENGINES), drop=str(drop),
+                                                    secrets=secrets))
+    return submission, drop
+
+
+def _pytest_grading(tmp_path: Path, submission: Path, bank: Path, *options: str
+                    ) -> subprocess.CompletedProcess[str]:
+    """pytest -v grading `bank`, with its cache provider (the cache in tmp_path)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "gradcheck.plugin", "-c", "/dev/null",
+         "--rootdir", str(tmp_path), "--submission", str(submission), "--gradcheck-seed", "1",
+         "--results-json", str(tmp_path / "results.json"), "-v", *options, str(bank)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+
+def _ran(run: subprocess.CompletedProcess[str]) -> list[str]:
+    """The exercises whose gradients check ran, in the order they ran (-v: each as it runs)."""
+    return [line.split("::")[0].rpartition("-")[0].rpartition("/")[2]
+            for line in run.stdout.splitlines() if "::gradients " in line and line.endswith("%]")]
+
+
+@pytest.mark.parametrize("reorder", ["--ff", "--nf"])
+def test_the_pytest_plugin_grades_the_hidden_exercises_last_whatever_reorders_them(tmp_path,
+                                                                                   reorder):
+    """pytest's cache provider reorders the items after every plugin's
+    pytest_collection_modifyitems: --ff puts the checks that failed last time first (here the
+    hidden ones, which the submission fails), --nf the files that are new (here the hidden ones,
+    added after a first run). The hidden checks still run last, so that the visible
+    exercises' worker never finds the hidden programs a worker left on disk (it read them into
+    results.json before)."""
+    submission, drop = _drop_where_hidden(tmp_path)
+    bank = _leak_bank(tmp_path / "bank")
+    later = tmp_path / "later"
+    if reorder == "--nf":  # the first run knows the visible exercises only
+        later.mkdir()
+        for file in bank.iterdir():
+            if "seen" not in file.name:
+                file.rename(later / file.name)
+    first = _pytest_grading(tmp_path, submission, bank)
+    assert first.returncode in (0, 1), first.stdout + first.stderr
+    if reorder == "--nf":
+        for file in later.iterdir():
+            file.rename(bank / file.name)
+    drop.unlink(missing_ok=True)  # only what this run's workers leave
+    run = _pytest_grading(tmp_path, submission, bank, reorder)
+    assert _ran(run) == ["3-seen", "4-seen", "5-seen", "0-late", "1-secret", "2-secret"], \
+        run.stdout
+    assert "x * 7.125" in drop.read_text()  # the hidden programs were asked, and left there
+    results = (tmp_path / "results.json").read_text()
+    for text in (run.stdout, run.stderr, results):
+        _assert_nothing_of_the_hidden(text)
+    seen = [test for test in json.loads(results)["tests"] if test["visibility"] == "visible"]
+    assert len(seen) == 3 and all(test["status"] == "passed" for test in seen)
+
+
 def test_a_hidden_exercise_that_cannot_be_loaded_shows_students_nothing_of_it(tmp_path, capsys):
     """A broken file's problems quote its program and hints. They reach students only when the
     file says it is visible; a hidden one's, or one whose visibility cannot be read (a YAML
