@@ -404,7 +404,7 @@ def _warn_ungraded(report: GradeReport, args: argparse.Namespace) -> None:
     author, as `validate` reports it too. A hidden exercise's reason is not shown."""
     for result in report.results:
         if result.status == "skipped":
-            shown = result.visibility == "visible" or args.show_hidden
+            shown = details_shown(result, args.show_hidden)
             why = f": {result.message.splitlines()[0]}" if shown and result.message else ""
             print(f"gradcheck grade: warning: {result.name} was not graded and scores 0{why}",
                   file=sys.stderr)

@@ -835,6 +835,62 @@ def test_the_pytest_plugin_grades_the_hidden_exercises_last_whatever_reorders_th
     assert len(seen) == 3 and all(test["status"] == "passed" for test in seen)
 
 
+_HIDDEN_FIRST = """
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):  # after every hook of collection: the hidden checks first
+    session.items.sort(key=lambda item: "-seen-" in item.nodeid)
+    return (yield)
+"""
+
+
+def test_a_visible_exercise_graded_after_a_hidden_one_shows_nothing_but_its_points(tmp_path):
+    """Should the hidden checks run first all the same (here a plugin reorders the items as
+    they are run), the visible exercises graded after them are graded as hidden ones: by the
+    worker of the withheld side, their details withheld, with a note that says why. A worker of
+    the shown side would find the hidden programs a worker left on disk (it read them into
+    results.json before)."""
+    from gradcheck.reports import WITHHELD_AFTER
+
+    submission, drop = _drop_where_hidden(tmp_path)
+    (tmp_path / "hidden_first.py").write_text(_HIDDEN_FIRST)
+    run = _pytest_grading(tmp_path, submission, _leak_bank(tmp_path / "bank"), "-p",
+                          "hidden_first")
+    assert _ran(run) == ["0-late", "1-secret", "2-secret", "3-seen", "4-seen", "5-seen"], \
+        run.stdout
+    assert "x * 7.125" in drop.read_text()
+    results = (tmp_path / "results.json").read_text()
+    for text in (run.stdout, run.stderr, results):
+        _assert_nothing_of_the_hidden(text)
+    data = json.loads(results)
+    seen = [test for test in data["tests"] if test["visibility"] == "visible"]
+    assert len(seen) == 3 and all(test["output"] == WITHHELD_AFTER for test in seen)
+    assert WITHHELD_AFTER in run.stdout and "found: " not in data.get("output", "")
+
+
+def test_a_grader_driven_exercise_by_exercise_withholds_a_visible_one_after_a_hidden_one(
+        tmp_path):
+    """`Grader.grade_exercise`, a hidden exercise first: the visible one after it is graded as
+    a hidden one, and no report shows what its worker said."""
+    from gradcheck.grading.grader import Grader
+    from gradcheck.reports import WITHHELD_AFTER, shown_message
+
+    submission, drop = _drop_where_hidden(tmp_path)
+    exercises = {e.id: e for e in load_bank(_leak_bank(tmp_path / "bank")).exercises}
+    with Grader(submission, seed=1, hidden_feedback=False) as grader:
+        first = grader.grade_exercise(exercises["seen-1"])
+        grader.grade_exercise(exercises["secret-1"])
+        after = grader.grade_exercise(exercises["seen-2"])
+        assert "x * 7.125" in drop.read_text()
+        output = grader.output
+    assert "found: " not in output and "x * 7.125" not in shown_message(after[0])
+    assert [shown_message(r) for r in after] == [WITHHELD_AFTER]
+    assert [r.status for r in first] == ["passed"] and not first[0].after_withheld
+    assert [r.after_withheld for r in after] == [True]
+
+
 def test_a_hidden_exercise_that_cannot_be_loaded_shows_students_nothing_of_it(tmp_path, capsys):
     """A broken file's problems quote its program and hints. They reach students only when the
     file says it is visible; a hidden one's, or one whose visibility cannot be read (a YAML
@@ -895,9 +951,9 @@ def test_the_exercises_not_visible_are_graded_last_by_a_fresh_worker(tmp_path):
 
 
 def test_a_shown_worker_after_a_withheld_one_is_forked_by_a_new_zygote():
-    """Driven exercise by exercise (`Grader.grade_exercise`), a visible exercise may come after
-    a hidden one: its worker is then forked by a zygote that no worker of the withheld side
-    could reach."""
+    """A worker of the shown side after one of the withheld side (the feedback `grade --watch`
+    works out once every score is known) is forked by a zygote that no worker of the withheld
+    side could reach."""
     from gradcheck.grading.workers import Workers
 
     exercises = {e.id: e for e in load_bank(bundled.bank_dir()).exercises}
@@ -906,7 +962,8 @@ def test_a_shown_worker_after_a_withheld_one_is_forked_by_a_new_zygote():
     try:
         zygotes = []
         for exercise in (shown, hidden, shown):
-            workers.for_exercise(exercise).request({"kind": "inspect"}, timeout=10)
+            workers.for_exercise(exercise, exercise is shown).request({"kind": "inspect"},
+                                                                     timeout=10)
             zygotes.append(workers._zygote._proc.pid)
         assert zygotes[0] == zygotes[1] != zygotes[2]  # both sides of a grading, then anew
         assert not census.start_time(zygotes[1])  # the old one is gone

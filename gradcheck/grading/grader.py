@@ -164,6 +164,9 @@ class Grader:
         self._order: list[Exercise] | None = None
         #: per side, the plan of its requests (`_side_plan`) and what it was made knowing
         self._side_plans: dict[bool, tuple[Any, list[Any], dict[tuple[str, str], range]]] = {}
+        #: the ids of the visible exercises graded after a worker of the withheld side started:
+        #: graded as those (`shown`)
+        self._after_withheld: set[str] = set()
 
     def __enter__(self) -> Grader:
         return self
@@ -218,8 +221,18 @@ class Grader:
 
     # --- one exercise ---------------------------------------------------------------------------
 
+    def shown(self, exercise: Exercise) -> bool:
+        """Whether what the worker says of `exercise` may reach a student, on the shown side's
+        worker: its details are shown (`details_shown`), and it was not graded after a worker
+        of the withheld side started, which could have left their programs where any later
+        worker finds them (pytest's items reordered as they run, a caller of `grade_exercise`).
+        Such an exercise is graded as a hidden one, by that side's worker."""
+        return details_shown(exercise) and exercise.id not in self._after_withheld
+
     def grade_exercise(self, exercise: Exercise) -> list[CheckResult]:
         """One result per check of `exercise`; a fault costs only the checks it touches."""
+        if self.workers.withheld_started and details_shown(exercise):
+            self._after_withheld.add(exercise.id)
         shares = score.check_points(exercise)
         budget = _Budget(self.timeout or exercise.timeout)
         results = []
@@ -244,7 +257,7 @@ class Grader:
                 visibility=exercise.visibility, file=str(exercise.path or ""),
                 line=exercise.line_of(f"checks.{name}"), duration=time.monotonic() - started,
                 author_notes=notes, blocked_by=blocked_by,
-                detail=self._detail))
+                after_withheld=exercise.id in self._after_withheld, detail=self._detail))
             if later is not None:
                 self._later.append((exercise, results[-1], later))
         return results
@@ -304,14 +317,14 @@ class Grader:
         # not wait for it first. The order is the same with a key, so that a submission meets the
         # same sequence of requests in every run, live or keyed.
         order = sorted(range(len(bank.exercises)),
-                       key=lambda number: (not details_shown(bank.exercises[number]),
+                       key=lambda number: (not self.shown(bank.exercises[number]),
                                            bool(self._jax_checks(bank.exercises[number]))))
         graded: dict[int, list[CheckResult]] = {}
         self._order, self._side_plans = [bank.exercises[number] for number in order], {}
         try:
             for number in order:
                 exercise = bank.exercises[number]
-                if not (every_score_first or details_shown(exercise)):
+                if not (every_score_first or self.shown(exercise)):
                     self._give_side(True, feedback_progress)
                 graded[number] = self.grade_exercise(exercise)
                 report.duration = time.monotonic() - started
@@ -336,10 +349,10 @@ class Grader:
     def _give_side(self, shown: bool, feedback_progress: Callable[[int], None] | None) -> None:
         """Work out the feedback left for the failed checks of one side (shown: the visible
         exercises), the chain-rule walks in rounds (`_in_rounds`)."""
-        side = [item for item in self._later if details_shown(item[0]) == shown]
+        side = [item for item in self._later if self.shown(item[0]) == shown]
         if not side:
             return
-        self._later = [item for item in self._later if details_shown(item[0]) != shown]
+        self._later = [item for item in self._later if self.shown(item[0]) != shown]
         if feedback_progress is not None:
             feedback_progress(len(side))
         for _, result, later in side:
@@ -563,7 +576,7 @@ class Grader:
                                 reply["results"], exercise.tolerance.pair(), exercise.convention,
                                 agreed=self.key.agreement if self.key is not None else None)
         skipped = grading.count("skipped") == len(points) or grading.nothing_graded
-        feedback_shown = self.hidden_feedback or details_shown(exercise)
+        feedback_shown = self.hidden_feedback or self.shown(exercise)
         # the probe is the check's last request unless its feedback asks for more now
         last = skipped or grading.passed or grading.float32 or self._feedback_waits(exercise)
         unsteady = self._nondeterminism(exercise, probe, reply["results"][0], budget, last)
@@ -728,7 +741,7 @@ class Grader:
         if remaining <= 0:
             return Failure("timeout", f"not run: the exercise's {budget.seconds:g} s ran out "
                                       "in an earlier check", "")
-        worker = self.workers.for_exercise(exercise)
+        worker = self.workers.for_exercise(exercise, self.shown(exercise))
         if self.total_timeout is not None and self.workers.deadline is None:
             self.workers.deadline = worker.deadline = time.monotonic() + self.total_timeout
         started, importing = time.monotonic(), worker.import_seconds
@@ -758,7 +771,7 @@ class Grader:
         with `lookahead` off."""
         if not self.lookahead or self.key is None or self._order is None:
             return []
-        planned, spans = self._side_plan(details_shown(exercise))
+        planned, spans = self._side_plan(self.shown(exercise))
         span = spans[(exercise.id, self._check)]
         start = span.stop if asked is None else span.start + asked
         try:
@@ -779,7 +792,7 @@ class Grader:
         planned: list[Any] = []
         spans: dict[tuple[str, str], range] = {}
         for exercise in self._order:
-            if details_shown(exercise) != side:
+            if self.shown(exercise) != side:
                 continue
             for name in exercise.checks.present():
                 try:
@@ -821,7 +834,7 @@ class Grader:
     def _feedback_waits(self, exercise: Exercise) -> bool:
         """Whether a failed gradient check of `exercise` asks the engine nothing more now: its
         feedback comes later (`grade_bank(feedback_later=True)`) or is never shown."""
-        return self._feedback_later or not (self.hidden_feedback or details_shown(exercise))
+        return self._feedback_later or not (self.hidden_feedback or self.shown(exercise))
 
     def _nondeterminism(self, exercise: Exercise, probe: dict[str, Any], first: Any,
                         budget: _Budget, last: bool) -> str:
@@ -857,7 +870,7 @@ class Grader:
         """What of the higher-order protocol a check needs (`higher_order_needs`) and the
         engine lacks, as a message, or ''; and the piece as reports name it (`blocked_by`).
         Everything else an engine lacks is found by use (gradcheck.grading.uses)."""
-        side = details_shown(exercise)
+        side = self.shown(exercise)
         absent = self._absent(exercise, check)
         if absent is None:
             reply = self._ask(exercise, {"kind": "inspect"}, budget)
@@ -877,7 +890,7 @@ class Grader:
         needed = higher_order_needs(exercise, check)
         if not needed:
             return []
-        missing = self._missing.get(details_shown(exercise))
+        missing = self._missing.get(self.shown(exercise))
         return None if missing is None else [name for name in missing if name in needed]
 
 

@@ -28,6 +28,10 @@ class CheckResult:
     message: str = ""  # student-facing: what went wrong and where to look
     topic: str = ""
     visibility: Visibility = "visible"
+    #: a visible exercise graded after a worker of the exercises not visible had started
+    #: (`Grader.shown`): its details are withheld as theirs are, since that worker could have
+    #: left their programs where the worker of this one found them
+    after_withheld: bool = False
     file: str = ""
     line: int = 0
     duration: float = 0.0

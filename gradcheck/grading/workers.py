@@ -10,10 +10,12 @@ TMPDIR, nothing carried over) once the first is closed. What the second says (it
 failure and its printed output) is kept apart, for the instructor's reports only
 (`GradeReport.withheld`); the reports show its checks' pass or fail and points alone
 (`gradcheck.reports.shown_message`). Every grading command grades the visible exercises first
-(the pytest plugin runs the others' items last); should a visible exercise come after such an
-exercise all the same (`grade --watch`'s feedback, a caller of `Grader.grade_exercise`), the
-shown side gets a new worker too: no restart brings a tainted worker's files or processes back
-to a worker whose words are shown.
+(the pytest plugin runs the others' items last). Should a visible exercise be graded after such
+an exercise all the same (a caller of `Grader.grade_exercise`, pytest's items reordered as they
+run), the grader takes it for one whose details are withheld (`Grader.shown`): a worker of the
+shown side could read what the withheld side left on disk. The feedback `grade --watch`
+works out after every score gets a new worker of the shown side: no restart brings a tainted
+worker's files or processes back to a worker whose words are shown.
 """
 
 from __future__ import annotations
@@ -46,15 +48,19 @@ class Workers:
         self.deadline: float | None = None
         #: per side (shown: True), each closed worker's import failure and output
         self._said: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
+        #: whether a worker of the withheld side has started: every worker after it could read
+        #: what it left
+        self.withheld_started = False
 
-    def for_exercise(self, exercise: Exercise) -> Worker:
-        """The worker that grades `exercise`: the current one if it is on the same side, else a
-        new one (the other side's is closed first, with everything it started)."""
-        shown = details_shown(exercise)
+    def for_exercise(self, exercise: Exercise, shown: bool) -> Worker:
+        """The worker that grades `exercise` on the `shown` side (`details_shown`, unless the
+        grader withholds more): the current one if it is on the same side, else a new one (the
+        other side's is closed first, with everything it started)."""
         if self._worker is not None and shown != self._shown:
             self._retire()
         if self._worker is None:
             self._worker, self._shown = Worker(self._submission, **self._options), shown
+            self.withheld_started = self.withheld_started or not shown
             self._worker.deadline = self.deadline
             self._exercises = set()
         elif exercise.id not in self._exercises:  # moving on to it: see Worker.move_on

@@ -24,6 +24,9 @@ from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.score import total
 
 WITHHELD = "Details are not shown for this exercise."
+#: a visible exercise's note, when it was graded after a hidden one (`CheckResult.after_withheld`)
+WITHHELD_AFTER = ("Details are not shown for this exercise: it was graded after a hidden "
+                  "exercise, whose program the submission could have carried over to it.")
 #: characters of one check's message in any report, and of the submission's output: an engine
 #: decides the length of what it says, and a report must stay readable (and within Gradescope's
 #: and GitHub's limits, about 1 MB for a step summary)
@@ -77,8 +80,9 @@ def atomic_write(path: str | os.PathLike[str], text: str) -> None:
 
 
 def details_shown(result: CheckResult, show_hidden: bool = False) -> bool:
-    """Whether a student-facing report may show this result's message."""
-    return show_hidden or result.visibility == "visible"
+    """Whether a student-facing report may show this result's message: not a hidden
+    exercise's, nor a visible one's graded after a hidden one (`CheckResult.after_withheld`)."""
+    return show_hidden or (result.visibility == "visible" and not result.after_withheld)
 
 
 def shown_duration(report: GradeReport, show_hidden: bool = False) -> float:
@@ -92,8 +96,11 @@ def shown_duration(report: GradeReport, show_hidden: bool = False) -> float:
 
 
 def shown_message(result: CheckResult, show_hidden: bool = False, limit: int = MAX_SHOWN) -> str:
-    """The result's message, cut to `limit` characters, or a note that it is withheld."""
-    return cut(result.message, limit) if details_shown(result, show_hidden) else WITHHELD
+    """The result's message, cut to `limit` characters, or a note that it is withheld (and
+    why, for a visible exercise)."""
+    if details_shown(result, show_hidden):
+        return cut(result.message, limit)
+    return WITHHELD_AFTER if result.after_withheld else WITHHELD
 
 
 def shown_output(report: GradeReport, show_hidden: bool = False) -> str:

@@ -27,7 +27,6 @@ from gradcheck.grading.chain_rule import WalkError, walk
 from gradcheck.grading.compare import point_text
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.reports import (
-    WITHHELD,
     atomic_write,
     by_module,
     details_shown,
@@ -39,6 +38,7 @@ from gradcheck.reports import (
     reproduce_command,
     root_causes,
     shown_duration,
+    shown_message,
     shown_output,
     beside,
 )
@@ -123,7 +123,8 @@ def _check(r: CheckResult, show_hidden: bool, grouped: bool,
     if r.status not in ("failed", "error"):
         return f"<div class=\"check\">{head}</div>"
     if not details_shown(r, show_hidden):
-        return f"<div class=\"check\">{head}<p class=\"withheld\">{_e(WITHHELD)}</p></div>"
+        return (f"<div class=\"check\">{head}<p class=\"withheld\">"
+                f"{_e(shown_message(r, show_hidden))}</p></div>")
     if grouped:  # said once, at the top
         return (f"<div class=\"check\">{head}<p class=\"note\">Blocked by what to fix first: "
                 f"{_e(r.message.strip().splitlines()[0])}</p></div>")
