@@ -11,6 +11,7 @@ docs/grading.md gives the hardened command for official grading.
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ import pytest
 
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.score import check_points
-from gradcheck.reports import points, printable, shown_message
+from gradcheck.reports import details_shown, points, printable, shown_message
 from gradcheck.reports.gradescope import UNFINISHED, write_results_json
 from gradcheck.reports.terminal import total_line
 
@@ -108,6 +109,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if withheld:
         last = set(map(id, withheld))
         items[:] = [item for item in items if id(item) not in last] + withheld
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A check's time is 0 in every report pytest writes (JUnit, --durations) unless its
+    result is known and shown: a worker that saw a hidden exercise chooses how long its checks
+    take, and could spell out so what it saw (a delay per character of its program)."""
+    report = yield
+    if isinstance(item, CheckItem) and not item.details_shown():
+        report.duration = 0.0
+    return report
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -217,11 +230,18 @@ class CheckItem(pytest.Item):
         super().__init__(**kwargs)
         self.exercise = exercise
         self.error = error
+        self.result: CheckResult | None = None  # once graded
+
+    def details_shown(self) -> bool:
+        """Whether students may see this check's details, its time included: only once it is
+        graded, as its result says (`reports.details_shown`)."""
+        return self.result is not None and details_shown(
+            self.result, self.config.stash[_SESSION].show_hidden)
 
     def runtest(self) -> None:
         grading = self.config.stash[_SESSION]
         results = grading.results(self.path, self.exercise, self.error)
-        result = {r.check: r for r in results}[self.name]
+        self.result = result = {r.check: r for r in results}[self.name]
         # what the engine said, escaped: pytest prints it raw, in the summary's line too
         message = printable(shown_message(result, grading.show_hidden))
         if result.status == "skipped":

@@ -659,6 +659,25 @@ def test_no_report_times_a_check_whose_details_are_withheld(tmp_path, capsys):
     assert said == pytest.approx(float(suite.get("time")), abs=0.051)
 
 
+def test_no_report_pytest_writes_times_a_check_whose_details_are_withheld(tmp_path):
+    """The same through the pytest plugin: JUnit and --durations give a withheld check's time
+    as 0, and the time of the checks shown as it is."""
+    secrets = ", ".join(c for name, c in CONSTANTS.items() if not name.startswith("seen"))
+    submission = tmp_path / "slow.py"
+    submission.write_text(_SLOW_WHERE_HIDDEN.format(engines=str(ENGINES), secrets=secrets))
+    run = _pytest_grading(tmp_path, submission, _leak_bank(tmp_path / "bank"), "-p",
+                          "no:cacheprovider", "--junitxml", str(tmp_path / "junit.xml"),
+                          "--durations", "0", "-vv")
+    assert run.returncode == 0, run.stdout + run.stderr
+    cases = ElementTree.parse(tmp_path / "junit.xml").getroot().iter("testcase")
+    times = [(case.get("classname").split("-")[1], float(case.get("time"))) for case in cases]
+    assert sorted(kind for kind, time in times if time == 0) == ["late", "secret", "secret"]
+    assert [kind for kind, time in times if time > 0] == ["seen"] * 3
+    durations = re.findall(r"^([\d.]+)s (?:setup|call|teardown) +\S+-(\w+)-\d\.exercise", run.stdout,
+                           re.M)
+    assert durations and {name for time, name in durations if float(time) > 0} == {"seen"}
+
+
 _DROP_AND_TELL = """
 import json, math, os, sys
 sys.path.append({engines!r})
