@@ -294,6 +294,7 @@ def _grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
                 report = grader.grade_bank(bank, progress, feedback_later=True,
                                            every_score_first=scored is not None,
                                            feedback_progress=shown.feedback)
+                shown.withheld_done()
                 if scored is not None:
                     shown.close()
                     scored(report)

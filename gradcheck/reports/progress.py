@@ -1,7 +1,8 @@
 """Progress while grading, on stderr: exercise n of N, its module, the time so far.
 
 On a terminal one line is rewritten in place; elsewhere (a CI log, a file) each exercise is one
-plain line, so the log shows how far a run got. Written with two ANSI controls (carriage return,
+plain line, so the log shows how far a run got; the exercises whose details are withheld are
+one line together, once they are all graded. Written with two ANSI controls (carriage return,
 erase line) rather than rich or tqdm: one line is all there is to draw, and either library
 would be one more dependency, and its import time, in every grading run for it.
 """
@@ -22,6 +23,8 @@ class Progress:
         self.stream = stream
         self.total = total
         self.count = 0
+        #: the exercises whose details are withheld graded since the last line about them
+        self.withheld = 0
         self.started = time.monotonic()
         self.live = stream is not None and stream.isatty()
 
@@ -30,13 +33,25 @@ class Progress:
         self._say(f"grading {self.total} exercise{'s' * (self.total != 1)}: starting the "
                   "worker and the oracles")
 
-    def exercise_done(self, exercise_id: str, module: str, timed: bool = True) -> None:
-        """`timed` False for an exercise whose details are withheld: its worker chooses how
-        long it takes, which could spell out what it saw (`reports.shown_duration`)."""
+    def exercise_done(self, exercise_id: str, module: str, shown: bool = True) -> None:
+        """`shown` False for an exercise whose details are withheld: it is counted, and said
+        nothing of until `withheld_done`. Its worker chooses how long it takes, which could spell
+        out what it saw (`reports.shown_duration`), and a line at its end would time it in a log
+        that stamps each line (a CI job's)."""
         self.count += 1
-        spent = f", {time.monotonic() - self.started:.1f} s" if timed else ""
+        if not shown:
+            self.withheld += 1
+            return
         self._say(f"[{self.count}/{self.total}] {module + ': ' if module else ''}{exercise_id}"
-                  f" graded{spent}")
+                  f" graded, {time.monotonic() - self.started:.1f} s")
+
+    def withheld_done(self) -> None:
+        """Once every exercise is graded: those whose details are withheld, together, without a
+        time (the line's own is when the last of them ended, as the run's end tells anyway)."""
+        if self.withheld:
+            self._say(f"[{self.count}/{self.total}] {self.withheld} exercise"
+                      f"{'s' * (self.withheld != 1)} whose details are withheld graded")
+            self.withheld = 0
 
     def feedback(self, checks: int) -> None:
         """The feedback of `checks` failed checks is worked out next: the visible exercises',
