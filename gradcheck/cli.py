@@ -277,7 +277,7 @@ def _grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
         shown.exercise_done(exercise_id, results[0].topic if results else "",
                             args.show_hidden or all(details_shown(r) for r in results))
 
-    shown.start()
+    shown.start(keyed=key is not None)
     try:
         try:
             with Grader(args.submission, seed=seed, key=key, oracles=args.oracles,

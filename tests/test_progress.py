@@ -29,6 +29,21 @@ def test_plain_lines_when_not_a_terminal_and_nothing_when_quiet(tmp_path):
     assert b"gradcheck: " not in quiet.stderr and quiet.stdout == b"4/4 (seed 1)\n"
 
 
+def test_with_an_answer_key_the_first_line_starts_no_oracle(tmp_path):
+    """With a key no oracle runs: the first line said it started them all the same."""
+    bank = write_bank(tmp_path / "bank")
+    key = tmp_path / "key.json"
+    subprocess.run([sys.executable, "-m", "gradcheck", "key", "build", "--exercises", str(bank),
+                    "--seed", "1", "--out", str(key)], check=True, capture_output=True,
+                   timeout=300)
+    run = subprocess.run([sys.executable, "-m", "gradcheck", "grade", "reference",
+                          "--exercises", str(bank), "--key", str(key)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert ("gradcheck: grading 2 exercises: starting the worker (the oracles' answers come "
+            "from the answer key)") in run.stderr.splitlines()
+
+
 def test_the_feedback_of_failed_checks_is_announced_once_their_side_is_scored(tmp_path):
     """Every score of the visible exercises is known before their feedback is worked out
     (`Grader.grade_bank(feedback_later=True)`): the line says so, after the last exercise's and

@@ -28,10 +28,12 @@ class Progress:
         self.started = time.monotonic()
         self.live = stream is not None and stream.isatty()
 
-    def start(self) -> None:
-        """Before the first exercise: starting the worker and the oracles takes a few seconds."""
+    def start(self, keyed: bool = False) -> None:
+        """Before the first exercise: starting the worker and the oracles takes a few seconds;
+        with an answer key (`keyed`) no oracle runs."""
         self._say(f"grading {self.total} exercise{'s' * (self.total != 1)}: starting the "
-                  "worker and the oracles")
+                  + ("worker (the oracles' answers come from the answer key)" if keyed
+                     else "worker and the oracles"))
 
     def exercise_done(self, exercise_id: str, module: str, shown: bool = True) -> None:
         """`shown` False for an exercise whose details are withheld: it is counted, and said
