@@ -311,7 +311,7 @@ def _grade_and_report(args: argparse.Namespace, bank: Bank, seed: int | None,
                                  "a fault of gradcheck, not of the submission", so_far), None
     if results_file is not None:
         results_file.finish(report)
-    _write_other_reports(report, args)
+    _write_other_reports(report, args, bank)
     _print_summary(report, args)
     _warn_ungraded(report, args)
     if args.github:
@@ -380,7 +380,7 @@ def _cannot_run(args: argparse.Namespace, problem: str, report: GradeReport | No
     return CANNOT_RUN
 
 
-def _write_other_reports(report: GradeReport, args: argparse.Namespace) -> None:
+def _write_other_reports(report: GradeReport, args: argparse.Namespace, bank: Bank) -> None:
     if args.junit:
         write_junit(report, args.junit, show_hidden=args.show_hidden)
     if args.markdown:
@@ -388,7 +388,7 @@ def _write_other_reports(report: GradeReport, args: argparse.Namespace) -> None:
                        command=reproduction(args, report.seed))
     if args.html:
         write_html(report, args.html, show_hidden=args.show_hidden,
-                   command=reproduction(args, report.seed))
+                   command=reproduction(args, report.seed), graded=bank.exercises)
 
 
 def _print_summary(report: GradeReport, args: argparse.Namespace) -> None:

@@ -247,6 +247,19 @@ def test_an_annotation_is_one_line_whatever_the_message_holds():
                     "50%25 off%0D%0A::add-mask::secret%0A\n")
 
 
+def test_an_import_failure_the_submission_wrote_itself_is_one_annotation(tmp_path):
+    """The import error's traceback is the submission's to write: a frame with a line number
+    of 5,000 digits, or a NUL in its path, made `--github` crash with a ValueError. Such a frame
+    is passed over for the next one in the submission's own file."""
+    engine = tmp_path / "engine.py"
+    engine.write_text("x = 1\n")
+    for forged in (f'File "{engine}", line ' + "9" * 5000, f'File "{engine}\x00", line 3'):
+        traceback = f'Traceback:\n  File "{engine}", line 1, in <module>\n  {forged}\nImportError'
+        report = GradeReport(submission=str(engine), seed=1, import_error=traceback)
+        lines = annotate(report, engine).splitlines()
+        assert len(lines) == 1 and lines[0].startswith("::error file=") and ",line=1," in lines[0]
+
+
 def test_annotations_withhold_what_students_may_not_see():
     report = GradeReport(submission="engine.py", seed=1,
                          results=[_failed("got 2.0, expected 3.0"), _failed("secret", "hidden")])

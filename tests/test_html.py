@@ -108,3 +108,21 @@ def test_in_a_browser_the_faulty_node_shows_and_the_hidden_exercise_does_not(pag
         finally:
             browser.close()
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_the_page_draws_the_exercise_as_graded_not_as_the_submission_left_its_file(tmp_path):
+    """In default mode the worker may rewrite the bank's files (docs/security.md): the page read
+    each exercise again after grading, so a submission could change the walk it shows, or hang
+    the report on a FIFO. It draws the exercises as the grading read them."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    exercise = bank / "product.exercise.yaml"
+    exercise.write_text(PRODUCT.format(id="product", topic="01-forward", visibility="visible"))
+    engine = tmp_path / "engine.py"
+    engine.write_text(mutant.source("mul") + f"\nopen({str(exercise)!r}, 'w').write('id: [')\n")
+    page = tmp_path / "report.html"
+    assert main(["grade", str(engine), "--exercises", str(bank), "--seed", "1", "--quiet",
+                 "--html", str(page)]) == 0
+    assert exercise.read_text() == "id: ["  # the vandalism happened
+    text = page.read_text()
+    assert "could not be read again" not in text and "<svg" in text

@@ -3,10 +3,12 @@
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
 import time
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import jsonschema
@@ -134,6 +136,9 @@ def test_the_results_file_is_written_at_most_once_a_second_and_never_more_behind
     everything, report.results = report.results, report.results[:1]
     results.update(report)
     assert len(written()["tests"]) == 1 and written()["output"].startswith(UNFINISHED)
+    # the grader's alone while a worker runs: one of another user would read the expected
+    # values of the checks graded so far there; readable once grading is done
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
     report.results.append(everything[1])
     results.update(report)
     report.results.append(everything[2])
@@ -148,6 +153,7 @@ def test_the_results_file_is_written_at_most_once_a_second_and_never_more_behind
     results.finish(report)
     time.sleep(1.5)
     assert UNFINISHED not in written()["output"] and len(written()["tests"]) == 4
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 def test_an_empty_report_is_valid():
@@ -429,6 +435,14 @@ def test_printable_writes_out_what_could_drive_a_terminal_or_hide_text():
                                "\\u2028bob\\xff")
     assert printable("a\tb\nc", one_line=True) == "a\\x09b\\x0ac"
     assert printable("naïve → ∂z/∂x, 勾配") == "naïve → ∂z/∂x, 勾配"  # text, not controls
+    # every format character, not a list of the known ones: the Arabic letter mark reorders
+    # "14 / 274" in a bidi-aware page; the byte order mark, the word joiner, invisible times
+    # and tag characters hide text
+    assert printable("14\u061c / 274\ufeff\u2060\u2062\U000e0041") == (
+        "14\\u061c / 274\\ufeff\\u2060\\u2062\\U000e0041")
+    assert not [c for c in map(chr, range(0x110000))
+                if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs")
+                and c not in "\t\n" and printable(c) == c]
 
 
 def test_a_submission_named_to_forge_a_line_stays_in_its_own(tmp_path):
@@ -481,6 +495,25 @@ def test_results_json_shows_a_behaviour_failure_as_an_html_table_unless_hidden()
     assert ("<td>1. <code>z.backward()</code></td><td>x.grad = 12.0</td>"
             "<td class=\"differs\">x.grad = 6.0</td>") in first["output"]
     assert second["output"] == WITHHELD and "output_format" not in second
+
+
+def test_a_behaviour_table_too_long_for_its_share_of_results_json_is_left_out():
+    """The table holds what the engine raised at each step, escaped (a quote is six
+    characters): 300 steps of 990 quotes made one test's output 1.8 MB, past the file's
+    1 MB. A table longer than MAX_TABLE, or than the room the tests' outputs leave, gives way
+    to the plain message."""
+    raised = {"type": "ValueError", "message": '"' * 990, "phase": "backward"}
+    steps = [f"z.backward()  # {i}" for i in range(300)]
+    detail = {"steps": steps,
+              "torch": {"error": None, "steps": [{"error": None, "observed": {"grad.x": 1.0}}
+                                                 for _ in steps]},
+              "engine": {"error": None, "steps": [{"error": raised, "observed": {}}
+                                                  for _ in steps]}}
+    shown = result("many", "behaviour", "failed", 0.0, 1.0, "step 1 raised", detail=detail)
+    data = results_json(GradeReport(submission="e.py", seed=1, results=[shown]))
+    test, = data["tests"]
+    assert "output_format" not in test and test["output"] == "step 1 raised"
+    assert len(json.dumps(data)) < 10_000
 
 
 def test_results_json_says_what_to_fix_first_in_its_output():

@@ -35,10 +35,16 @@ MAX_OUTPUT = 50_000
 
 
 #: what could drive a terminal or mislead its reader, in text an engine or a file name chose:
-#: control characters (ANSI and OSC escapes, carriage returns, backspaces), the marks that
-#: reorder or hide text (bidi overrides and isolates, zero-width spaces), Unicode's line and
-#: paragraph separators, and the surrogates a file name that is not UTF-8 is read into
-_UNPRINTABLE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+#: control characters (ANSI and OSC escapes, carriage returns, backspaces), Unicode's format
+#: characters (category Cf, as of Unicode 14: the marks that reorder or hide text, such as bidi
+#: overrides, isolates and the Arabic letter mark, zero-width spaces and joiners, the byte
+#: order mark, invisible operators, tag characters), its line and paragraph separators, and
+#: the surrogates a file name that is not UTF-8 is read into
+_UNPRINTABLE = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff"
+                "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+                "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd"
+                "\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+                "\U000e0001\U000e0020-\U000e007f")
 _UNPRINTABLE_TEXT = re.compile(f"[{_UNPRINTABLE}]")
 _UNPRINTABLE_LINE = re.compile(f"[\t\n{_UNPRINTABLE}]")
 
@@ -56,19 +62,23 @@ def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     if 0xDC80 <= code <= 0xDCFF:  # a byte Python read from a name that is not UTF-8
         return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-def atomic_write(path: str | os.PathLike[str], text: str) -> None:
+def atomic_write(path: str | os.PathLike[str], text: str, mode: int = 0o644) -> None:
     """Write `text` so that `path` holds either its old content or all of the new, never a part.
 
     A grading run killed mid-write (a global timeout) must not leave a truncated results file.
+    `mode`: a report is meant to be read; one written while a worker of another user still runs
+    is the grader's alone (0600).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is meant to be read
+        os.chmod(tmp, mode)  # mkstemp makes it private
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

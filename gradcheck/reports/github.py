@@ -25,7 +25,7 @@ from gradcheck.grading.results import GradeReport
 from gradcheck.reports import failures, printable, shown_message
 from gradcheck.reports.markdown import render_markdown
 
-_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)')
+_FRAME = re.compile(r'File "([^"\n]+)", line (\d{1,9})\b')
 
 
 def annotate(report: GradeReport, submission: Path | None = None, *,
@@ -93,9 +93,13 @@ def _import_site(traceback: str, submission: Path | None) -> tuple[str, int]:
         return "", 0
     root = submission.resolve()
     for path, line in reversed(_FRAME.findall(traceback)):
-        resolved = Path(path).resolve()
+        try:  # the submission writes its own traceback: a NUL in a path, a line of 5,000 digits
+            resolved = Path(path).resolve()
+            number = int(line)
+        except (ValueError, OSError):
+            continue
         if resolved == root or root in resolved.parents:
-            return _relative(str(resolved)), int(line)
+            return _relative(str(resolved)), number
     return "", 0
 
 

@@ -36,6 +36,8 @@ UNFINISHED = "Grading did not finish: these are the results so far."
 #: characters of all the tests' outputs together: results.json stays about 1 MB at most, what
 #: Gradescope's page shows at ease, whatever the engine said and however many checks there are
 MAX_TESTS_OUTPUT = 500_000
+#: characters of one check's side-by-side table (`_add_tables`)
+MAX_TABLE = 5 * MAX_SHOWN
 #: characters of the top of the page: the import failure, what to fix first, the printed output
 MAX_SUMMARY = 100_000
 
@@ -43,9 +45,11 @@ MAX_SUMMARY = 100_000
 def results_json(report: GradeReport, *, incomplete: str = "") -> dict[str, Any]:
     """The results.json document for `report`; `incomplete` says why results may be missing."""
     limit = max(100, min(MAX_SHOWN, MAX_TESTS_OUTPUT // max(len(report.results), 1)))
+    checks = [r for exercise in by_exercise(report) for r in exercise.checks]
     tests = [_test(r, f"{i}.{j}", limit)
              for i, exercise in enumerate(by_exercise(report), start=1)
              for j, r in enumerate(exercise.checks, start=1)]
+    _add_tables(tests, checks)
     return {
         "score": report.score,
         "execution_time": round(shown_duration(report), 2),
@@ -67,11 +71,13 @@ def write_results_json(report: GradeReport, path: str | os.PathLike[str], *,
     """Write results.json; safe to call after every exercise, each call leaves a complete file.
 
     While grading goes on, pass `incomplete=UNFINISHED`: a run killed before the final write
-    then leaves a valid file that says the results are partial.
+    then leaves a valid file that says the results are partial. Such a file is the grader's
+    alone (0600): a worker of another user, still running, would read there the expected
+    values of the checks graded so far.
     """
     text = json.dumps(results_json(report, incomplete=incomplete), indent=2, ensure_ascii=False,
                       allow_nan=False)
-    atomic_write(path, text + "\n")
+    atomic_write(path, text + "\n", 0o600 if incomplete == UNFINISHED else 0o644)
 
 
 class ResultsFile:
@@ -141,16 +147,27 @@ def _test(r: CheckResult, number: str, limit: int) -> dict[str, Any]:
         "visibility": r.visibility,
         "tags": [r.topic] if r.topic else [],
     }
-    if details_shown(r) and "engine" in r.detail:
-        # a failed behaviour or graph check reads best as torch and the engine side by side;
-        # imported here, as the pytest plugin imports this module in every pytest run
-        from gradcheck.reports.html import side_by_side
-
-        test["output"] = f"<pre>{html.escape(test['output'])}</pre>\n{side_by_side(r)}"
-        test["output_format"] = "html"
     if r.status != "skipped":  # a skipped check is judged by Gradescope's rule: score >= max_score
         test["status"] = "passed" if r.status == "passed" else "failed"
     return test
+
+
+def _add_tables(tests: list[dict[str, Any]], checks: list[CheckResult]) -> None:
+    """Show each failed behaviour or graph check as torch and the engine side by side (an HTML
+    table), which reads best, while the tests' outputs stay within MAX_TESTS_OUTPUT: a table
+    holds what the engine raised at each step, escaped (a quote is six characters), so its
+    length is the engine's to choose; one longer than MAX_TABLE, or than the room left, gives
+    way to the plain message."""
+    room = MAX_TESTS_OUTPUT - sum(len(test["output"]) for test in tests)
+    for test, r in zip(tests, checks):
+        if details_shown(r) and "engine" in r.detail:
+            # imported here, as the pytest plugin imports this module in every pytest run
+            from gradcheck.reports.html import side_by_side
+
+            table = f"<pre>{html.escape(test['output'])}</pre>\n{side_by_side(r)}"
+            if len(table) <= MAX_TABLE and len(table) - len(test["output"]) <= room:
+                room -= len(table) - len(test["output"])
+                test["output"], test["output_format"] = table, "html"
 
 
 def _summary(report: GradeReport, incomplete: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from gradcheck.bank.loader import load_exercise
 from gradcheck.bank.models import Exercise
@@ -63,9 +63,13 @@ tr.departs td, td.differs { background: #fdecea; }
 """
 
 
-def render_html(report: GradeReport, *, show_hidden: bool = False, command: str = "") -> str:
-    """The whole page as text."""
-    exercises: dict[str, Exercise | str] = {}  # file -> its exercise, or why it cannot load
+def render_html(report: GradeReport, *, show_hidden: bool = False, command: str = "",
+                graded: Sequence[Exercise] = ()) -> str:
+    """The whole page as text. `graded`: the exercises as the grading read them, which the
+    walks are drawn from; any other is read again from its file, which a worker of the
+    grader's own user could have rewritten meanwhile (or made a FIFO, to hang the report)."""
+    # file -> its exercise, or why it cannot load
+    exercises: dict[str, Exercise | str] = {str(e.path): e for e in graded if e.path}
     body = [f"<h1>gradcheck: {points(report.score)} / {points(report.max_score)} points</h1>",
             f"<p>Submission <code>{_e(printable(report.submission, one_line=True))}</code> · seed {report.seed} · "
             f"{shown_duration(report, show_hidden):.1f} s</p>"]
@@ -108,9 +112,10 @@ def render_html(report: GradeReport, *, show_hidden: bool = False, command: str 
 
 
 def write_html(report: GradeReport, path: str | os.PathLike[str], *, show_hidden: bool = False,
-               command: str = "") -> None:
+               command: str = "", graded: Sequence[Exercise] = ()) -> None:
     """Write the page atomically."""
-    atomic_write(path, render_html(report, show_hidden=show_hidden, command=command))
+    atomic_write(path, render_html(report, show_hidden=show_hidden, command=command,
+                                   graded=graded))
 
 
 def _check(r: CheckResult, show_hidden: bool, grouped: bool,
