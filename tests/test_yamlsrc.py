@@ -74,8 +74,20 @@ def test_tags_other_than_plain_data_are_refused(text, line):
     assert info.value.line == line and "not allowed" in info.value.message
 
 
-def test_core_tags_are_allowed():
-    assert load("a: !!str 12\nb: !!float 3").data == {"a": "12", "b": 3.0}
+def test_core_tags_are_refused_too_each_at_its_line_and_the_plain_values_read_on():
+    with pytest.raises(YamlError) as info:
+        load("a: !!str 12\nb:\n  c: !!float 3\n  d: !!map {e: 1}\nf: 1\nf: 2\n")
+    assert [(e.line, e.field, e.message.split(";")[0]) for e in (info.value, *info.value.more)] == [
+        (1, "a", "the tag '!!str' is not allowed"), (3, "b.c", "the tag '!!float' is not allowed"),
+        (4, "b.d", "the tag '!!map' is not allowed"), (6, "f", "duplicate key 'f' (first at line 5)")]
+    assert "write the plain value" in info.value.message
+    assert info.value.source.data == {"a": 12, "b": {"c": 3, "d": {"e": 1}}, "f": 1}
+
+
+def test_a_tag_behind_an_alias_is_reported_once():
+    with pytest.raises(YamlError) as info:
+        load("a: &x !!str 1\nb: *x\n")
+    assert (info.value.line, info.value.more) == (1, [])
 
 
 def test_syntax_error_gives_line_and_where_the_bracket_opened():
@@ -155,9 +167,13 @@ def outcome(text: str, fast: bool):
     """Everything `load` keeps of `text` when its nodes come from one parser: the data, every
     mark, each node's style and start (and a scalar's end), or the error."""
     try:
-        root = yaml_reader._compose(text, fast)
+        root, tagged = yaml_reader._compose(text, fast)
         source = yaml_reader.Source(None, text)
-        source.data = yaml_reader._Builder(source).value(root, ()) if root is not None else None
+        builder = yaml_reader._Builder(source, tagged)
+        source.data = builder.value(root, ()) if root is not None else None
+        if builder.problems:
+            return ("problems", [(e.message, e.line, e.column) for e in builder.problems],
+                    repr(source.data))
     except YamlError as error:
         return ("error", error.message, error.line, error.column)
     except yaml.YAMLError as error:
@@ -190,6 +206,7 @@ def test_libyaml_and_pyyaml_read_every_bundled_file_alike():
     "a: \x07\n",  # PyYAML's reader refuses it
     "a: " + "[" * 200 + "]" * 200 + "\n",  # the depth guard, on libyaml's events
     "key: 'quoted'\nblock: |\n  two\n  lines\nplain: x\n",
+    "a: !!float 2\nb: !!str 1.0\nc: !custom [1]\n",  # tags, dropped alike
 ])
 def test_libyaml_gives_pyyamls_data_marks_and_errors(text):
     assert outcome(text, fast=True) == outcome(text, fast=False)

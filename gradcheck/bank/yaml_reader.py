@@ -3,8 +3,9 @@
 PyYAML alone reads YAML 1.1: `1e-6` becomes a string, `no` becomes False, and a repeated key
 silently keeps its last value. Here scalars are resolved by the YAML 1.2 core schema (`true`,
 `false`, `null`, decimal and `0x`/`0o` integers, floats with or without a dot, `.inf`, `.nan`;
-everything else is a string), a repeated key is an error naming both lines, and only the core
-tags are accepted, so no file can ask for a Python object.
+everything else is a string), a repeated key is an error naming both lines, and every tag
+(`!!float 2`, `!custom`) is an error at its line, so no file can ask for a Python object and a
+value means what it plainly says.
 
 Fields are addressed by paths: a tuple such as `("checks", "behaviour", "steps", 2, "backward")`,
 written `checks.behaviour.steps[2].backward`.
@@ -42,7 +43,6 @@ MAX_DEPTH = 100
 
 _TAG = "tag:yaml.org,2002:"
 _TOO_DEEP = f"values are nested more than {MAX_DEPTH} deep; flatten the file"
-_SCALARS = ("str", "int", "float", "bool", "null")
 _INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
 _FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
                     r"|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
@@ -64,17 +64,32 @@ for _tag, _regexp, _first in [
 
 
 class _GuardedComposer(Composer):
-    """PyYAML's composer, refusing nesting deeper than MAX_DEPTH (it recurses once per level)."""
+    """PyYAML's composer, refusing nesting deeper than MAX_DEPTH (it recurses once per level).
+
+    A tag is noted in `tagged` (by the id of its node) and dropped, so that the node is read as
+    its plain value: the tag is then reported without hiding the problems after it."""
 
     depth = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tagged: dict[int, str] = {}
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         self.depth += 1
         try:
+            event = self.peek_event()
             if self.depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise YamlError(_TOO_DEEP, mark.line + 1, mark.column + 1)
-            return super().compose_node(parent, index)
+                raise YamlError(_TOO_DEEP, event.start_mark.line + 1, event.start_mark.column + 1)
+            tag = getattr(event, "tag", None)  # aliases have none
+            if tag is not None:
+                event.tag = None
+                if isinstance(event, yaml.ScalarEvent):  # resolved as if written untagged
+                    event.implicit = (not event.style, bool(event.style))
+            node = super().compose_node(parent, index)
+            if tag is not None:
+                self.tagged[id(node)] = tag
+            return node
         finally:
             self.depth -= 1
 
@@ -112,16 +127,16 @@ if getattr(yaml, "__with_libyaml__", False):
 class YamlError(ValueError):
     """A file that is not acceptable YAML; `line` and `column` are 1-based (0 when unknown).
 
-    Repeated keys do not stop the reading: the first problem is raised with the others in
-    `more`, and `source` holds the data read with each key's first value, so that the rest of
-    the file can still be checked."""
+    Repeated keys and tags do not stop the reading: the first problem is raised with the others
+    in `more`, and `source` holds the data read with each key's first value and each tagged
+    value read as written without its tag, so that the rest of the file can still be checked."""
 
     def __init__(self, message: str, line: int = 0, column: int = 0, field: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.line = line
         self.column = column
-        self.field = field  # the path of the key written twice, else ""
+        self.field = field  # the path of the key written twice or the tagged value, else ""
         self.more: list[YamlError] = []
         self.source: Source | None = None
 
@@ -188,24 +203,25 @@ def format_path(path: Iterable[str | int]) -> str:
 def load(text: str) -> Source:
     """Read one YAML document; raises :class:`YamlError` with the line of the problem."""
     try:
-        root = _compose(text)
+        root, tagged = _compose(text)
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(exc) from None
     except yaml.YAMLError as exc:  # reader errors: bad characters or encodings
         raise YamlError(f"not readable as YAML: {exc}", 1, 1) from None
     source = Source(None, text)
-    builder = _Builder(source)
+    builder = _Builder(source, tagged)
     source.data = builder.value(root, ()) if root is not None else None
-    if builder.repeated:
-        first, *others = builder.repeated
+    if builder.problems:
+        first, *others = sorted(builder.problems, key=lambda e: (e.line, e.column))
         first.more, first.source = others, source
         raise first
     return source
 
 
-def _compose(text: str, fast: bool = True) -> yaml.Node | None:
-    """The document's root node: by libyaml's parser when it is there and accepts the text (the
-    same nodes and marks), else by PyYAML's, whose errors are the ones reported."""
+def _compose(text: str, fast: bool = True) -> tuple[yaml.Node | None, dict[int, str]]:
+    """The document's root node and its tags (see `_GuardedComposer`): by libyaml's parser when
+    it is there and accepts the text (the same nodes and marks), else by PyYAML's, whose errors
+    are the ones reported."""
     if fast and _FastLoader is not None and not Reader.NON_PRINTABLE.search(text):
         try:
             return _compose_with(_FastLoader, text)
@@ -214,10 +230,10 @@ def _compose(text: str, fast: bool = True) -> yaml.Node | None:
     return _compose_with(_Loader, text)
 
 
-def _compose_with(loader_class: type, text: str) -> yaml.Node | None:
+def _compose_with(loader_class: type, text: str) -> tuple[yaml.Node | None, dict[int, str]]:
     loader = loader_class(text)
     try:
-        return loader.get_single_node()
+        return loader.get_single_node(), loader.tagged
     finally:
         loader.dispose()
 
@@ -238,11 +254,23 @@ def _syntax_error(exc: yaml.MarkedYAMLError) -> YamlError:
 class _Builder:
     """Turns composed nodes into plain data, recording marks and refusing what is not wanted."""
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source, tagged: dict[int, str]) -> None:
         self.source = source
+        self.tagged = tagged
         self.count = 0
         self.open: set[int] = set()  # nodes being built: an alias back to one of them is a cycle
-        self.repeated: list[YamlError] = []  # keys written twice in one mapping
+        self.problems: list[YamlError] = []  # keys written twice in one mapping, and tags
+
+    def refuse_tag(self, node: yaml.Node, path: Path) -> None:
+        """Report the tag of `node`, if it had one, once (an alias visits the node again)."""
+        tag = self.tagged.pop(id(node), None)
+        if tag is None:
+            return
+        written = "!!" + tag[len(_TAG):] if tag.startswith(_TAG) else tag
+        self.problems.append(YamlError(
+            f"the tag {written!r} is not allowed; remove it and write the plain value (in quotes, "
+            "as '1.0', for text that would read as a number)",
+            *_position(node), format_path(path)))
 
     def value(self, node: yaml.Node, path: Path) -> Any:
         self.count += 1
@@ -250,6 +278,7 @@ class _Builder:
             raise _error(node, f"the file unrolls to more than {MAX_NODES} values; "
                                "use fewer aliases (*name)")
         self.source.nodes[path] = node
+        self.refuse_tag(node, path)
         if isinstance(node, yaml.ScalarNode):
             return _scalar(node)
         if id(node) in self.open:
@@ -259,13 +288,11 @@ class _Builder:
         self.open.add(id(node))
         try:
             if isinstance(node, yaml.SequenceNode):
-                _check_tag(node, "seq")
                 items = []
                 for index, item in enumerate(node.value):
                     self.source.marks[path + (index,)] = _position(item)
                     items.append(self.value(item, path + (index,)))
                 return items
-            _check_tag(node, "map")
             return self.mapping(node, path)
         finally:
             self.open.discard(id(node))
@@ -276,13 +303,13 @@ class _Builder:
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise _error(key_node, "a key must be a plain name, not a list or a mapping")
-            _check_tag(key_node, *_SCALARS)
             if key_node.value == "<<" and key_node.style is None:
                 raise _error(key_node, "merge keys (<<) are not supported; write the keys out")
             key = str(key_node.value)
+            self.refuse_tag(key_node, path + (key,))
             line, column = _position(key_node)
             if key in first_line:  # reported; the first value is kept, the rest still read
-                self.repeated.append(YamlError(f"duplicate key {key!r} (first at line "
+                self.problems.append(YamlError(f"duplicate key {key!r} (first at line "
                                                f"{first_line[key]}); keep one of them", line,
                                                column, format_path(path + (key,))))
                 continue
@@ -293,7 +320,7 @@ class _Builder:
 
 
 def _scalar(node: yaml.ScalarNode) -> Any:
-    kind = _check_tag(node, *_SCALARS)
+    kind = node.tag[len(_TAG):]  # one of the core schema's, the composer dropped every other
     text = node.value
     try:
         if kind == "null":
@@ -312,15 +339,6 @@ def _scalar(node: yaml.ScalarNode) -> Any:
     except (ValueError, KeyError):
         raise _error(node, f"{text!r} is not a valid {kind}") from None
     return text
-
-
-def _check_tag(node: yaml.Node, *allowed: str) -> str:
-    tag = node.tag or ""
-    kind = tag[len(_TAG):] if tag.startswith(_TAG) else ""
-    if kind not in allowed:
-        raise _error(node, f"the tag {tag!r} is not allowed here; remove it (only plain YAML "
-                           "data is read)")
-    return kind
 
 
 def _position(node: yaml.Node) -> tuple[int, int]:
