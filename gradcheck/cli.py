@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 from gradcheck import __version__, watch
 from gradcheck.bank import selection
 from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
-from gradcheck.bank.loader import Bank
+from gradcheck.bank.loader import Bank, misnamed_message
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, slots, validate
 from gradcheck.engine import cgroup
@@ -196,6 +196,8 @@ def run_grade(args: argparse.Namespace) -> int:
         return _cannot_run(args, f"cannot load the exercise bank:\n{error}")
     except selection.SelectionError as error:
         return _cannot_run(args, str(error))
+    for path in bank.misnamed:  # else an exercise misnamed is left out without a word
+        print(f"gradcheck grade: warning: {path}: {misnamed_message(path)}", file=sys.stderr)
     if not bank.exercises and not bank.broken:
         return _cannot_run(args, "no *.exercise.yaml files in "
                                  + ", ".join(str(path) for path in chosen.paths))

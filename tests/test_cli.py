@@ -118,6 +118,18 @@ def test_a_folder_without_exercises_cannot_be_graded(tmp_path, capsys):
     assert "no *.exercise.yaml files" in read_results(results)["output"]
 
 
+def test_a_misnamed_exercise_file_is_warned_about(tmp_path, capsys):
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    (folder / "addmul.exercise.yml").write_text("id: addmul\n")
+    assert grade("torch", "--exercises", folder) == 2
+    err = capsys.readouterr().err
+    assert (f"gradcheck grade: warning: {folder / 'addmul.exercise.yml'}: the bank collects "
+            "only *.exercise.yaml files") in err
+    assert "rename it addmul.exercise.yaml" in err
+    assert f"no *.exercise.yaml files in {folder}" in err
+
+
 def test_strict_refuses_a_bank_with_a_broken_file_and_says_where(bank, tmp_path, capsys):
     (bank / "broken.exercise.yaml").write_text(BROKEN)
     results = tmp_path / "results.json"

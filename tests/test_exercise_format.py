@@ -67,6 +67,7 @@ def test_only_exercise_suffix_is_collected():
     files = exercise_files(BANK)
     assert BANK / "not-an-exercise.yaml" not in files
     assert all(f.name.endswith(SUFFIX) for f in files)
+    assert load_bank(BANK).misnamed == [BANK / "not-an-exercise.yaml"]  # said, not skipped
 
 
 def test_yaml_1_2_scalars_reach_the_model(bank):

@@ -8,7 +8,7 @@ import numpy as np
 
 import pytest
 
-from gradcheck.bank.loader import load_exercise
+from gradcheck.bank.loader import load_exercise, misnamed_message
 from gradcheck.bank.models import MAX_TOLERANCE, SUFFIX
 from gradcheck.bank.tolerances import Tolerance as Closeness
 from gradcheck.bank.schema import schema_comment
@@ -51,9 +51,10 @@ def test_main_passes_a_clean_bank(capsys):
 def test_every_broken_file_of_a_folder_is_reported():
     files = {p.file for p in validate([BANK])}
     # each broken file says what is wrong with it (`# expect:`); of two files with one id, the
-    # first keeps it and is not broken
+    # first keeps it and is not broken; a YAML file not named *.exercise.yaml is not collected,
+    # and said so
     broken = {str(p) for p in BANK.glob("*" + SUFFIX) if "# expect:" in p.read_text()}
-    assert files == broken
+    assert files == broken | {str(BANK / "not-an-exercise.yaml")}
 
 
 def test_missing_paths_and_empty_folders(tmp_path):
@@ -84,8 +85,27 @@ def test_schema_line_is_required_and_must_lead_to_the_schema(tmp_path):
 
 def test_a_named_file_without_the_suffix_is_reported(tmp_path):
     path = _copy(tmp_path, schema_comment(tmp_path / "x.yaml"), "x.yaml")
-    assert [p.message for p in validate([path])] == [
-        "name the file *.exercise.yaml, or the bank will not collect it"]
+    assert [p.message for p in validate([path])] == [misnamed_message(path)]
+    assert "rename it x.exercise.yaml" in misnamed_message(path)
+
+
+def test_a_misnamed_file_beside_good_ones_in_a_folder_is_reported(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    _copy(folder, schema_comment(folder / "x.exercise.yaml"))
+    for name in ("addmul.exercise.yml", "addmul.yaml", "notes.YML"):
+        (folder / name).write_text("id: a\n")
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "grade.yml").write_text("on: push\n")  # hidden: not the bank's
+    problems = validate([tmp_path], static=True)
+    assert [(Path(p.file).name, p.message.split("; ")[1]) for p in problems] == [
+        ("addmul.exercise.yml", "rename it addmul.exercise.yaml, or move it out of the bank if "
+                                "it is not an exercise"),
+        ("addmul.yaml", "rename it addmul.exercise.yaml, or move it out of the bank if it is "
+                        "not an exercise"),
+        ("notes.YML", "rename it notes.exercise.yaml, or move it out of the bank if it is not "
+                      "an exercise")]
+    assert problems[0].message.startswith("the bank collects only *.exercise.yaml files")
 
 
 @pytest.mark.parametrize("program, avoid, fix", [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
@@ -138,6 +138,8 @@ class Bank:
 
     exercises: list[Exercise]
     broken: list[tuple[Path, ExerciseError]]
+    #: YAML files under its folders that are not named *.exercise.yaml, so not collected
+    misnamed: list[Path] = field(default_factory=list)
 
 
 def exercise_files(paths: PathArg) -> list[Path]:
@@ -148,10 +150,28 @@ def exercise_files(paths: PathArg) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+def misnamed_files(paths: PathArg) -> list[Path]:
+    """YAML files under the folders in `paths` that the bank skips for their name
+    (`addmul.yaml`, `addmul.exercise.yml`): most often an exercise misnamed, which would
+    otherwise be left out without a word. Hidden folders (`.github`) are not searched."""
+    return sorted(path for folder in path_list(paths) if folder.is_dir()
+                  for path in folder.rglob("*")
+                  if path.suffix.lower() in (".yaml", ".yml") and not path.name.endswith(SUFFIX)
+                  and path.is_file()
+                  and not any(part.startswith(".") for part in path.relative_to(folder).parts))
+
+
+def misnamed_message(path: Path) -> str:
+    """What to do about a file `misnamed_files` finds (or one named so and given directly)."""
+    stem = path.name.rsplit(".", 1)[0].removesuffix(".exercise")
+    return (f"the bank collects only *{SUFFIX} files, so a folder of them skips this one; rename it "
+            f"{stem + SUFFIX}, or move it out of the bank if it is not an exercise")
+
+
 def load_bank(paths: PathArg, strict: bool = False) -> Bank:
     """Load every exercise under `paths`. A broken file is set aside in `broken` (or, if
     `strict`, raised at once) and the others still load; ids must be unique in the bank."""
-    bank = Bank([], [])
+    bank = Bank([], [], misnamed_files(paths))
     in_bank = {file: str(file.relative_to(folder)) for folder in path_list(paths)
                if folder.is_dir() for file in exercise_files(folder)}
     for path in exercise_files(paths):

@@ -76,7 +76,7 @@ class Selection:
             count = len(bank.exercises) + len(bank.broken)
             raise SelectionError(f"-k {self.keyword}: selects none of the {count} "
                                  f"exercise{'s' * (count != 1)}")
-        return Bank(kept, broken)
+        return Bank(kept, broken, bank.misnamed)
 
     def files(self) -> list[Path]:
         """The exercise files selected (for commands that read files themselves)."""

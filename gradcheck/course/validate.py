@@ -24,7 +24,8 @@ import numpy as np
 from gradcheck import oracles
 from gradcheck.bank import reach, selection
 from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
-from gradcheck.bank.loader import exercise_files, load_bank, path_list
+from gradcheck.bank.loader import (exercise_files, load_bank, misnamed_files, misnamed_message,
+                                   path_list)
 from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
 from gradcheck.bank.problems import Problem
 from gradcheck.bank.schema import SCHEMA_COMMENT, schema_comment
@@ -42,9 +43,11 @@ def validate(paths: PathArg, static: bool = False) -> list[Problem]:
     paths = path_list(paths)
     problems = [Problem(str(p), 0, "", "no such file or folder") for p in paths if not p.exists()]
     files = exercise_files([p for p in paths if p.exists()])
-    if not files and not problems:
+    misnamed = misnamed_files(paths)
+    if not files and not problems and not misnamed:
         problems.append(Problem(", ".join(map(str, paths)), 0, "",
                                 f"no *{SUFFIX} files here; name exercise files *{SUFFIX}"))
+    problems += [Problem(str(file), 0, "", misnamed_message(file)) for file in misnamed]
     for file in files:
         problems += file_problems(file)
     bank = load_bank(files)
@@ -92,8 +95,7 @@ def file_problems(file: Path) -> list[Problem]:
     """The file's name and first line: what makes the bank collect it and editors check it."""
     problems = []
     if not file.name.endswith(SUFFIX):
-        problems.append(Problem(str(file), 0, "", f"name the file *{SUFFIX}, or the bank will "
-                                                  "not collect it"))
+        problems.append(Problem(str(file), 0, "", misnamed_message(file)))
     try:
         with file.open(encoding="utf-8-sig") as stream:
             first = stream.readline().strip()
