@@ -212,10 +212,34 @@ def test_wrong_hand_answers_are_found_where_they_are_written(tmp_path):
         "      - at: {x: -2.0}\n        value: 5.0\n"      # wrong: 6
         "        grads: {x: 3.0}\n"))                      # wrong: -3
     assert [(p.line, p.field, p.message) for p in answer_problems(exercise)] == [
-        (14, "checks.answers.cases[1].value", "y is 5.0 by hand, but the oracles give 6.0; "
-                                              "correct the answer (or the program)"),
+        (14, "checks.answers.cases[1].value", "y is 5.0 by hand, but the oracles give 6.0: "
+                                              "off by 1, " + HELD + "correct the answer (or "
+                                              "the program)"),
         (15, "checks.answers.cases[1].grads.x", "dy/dx is 3.0 by hand, but the oracles give "
-                                                "-3.0; correct the answer (or the program)")]
+                                                "-3.0: off by 6, " + HELD + "correct the answer "
+                                                "(or the program)")]
+
+
+#: How a hand answer is told the tolerance it was held to, by default.
+HELD = "more than `tolerance.analytic` allows (atol 1e-12 + rtol 1e-09 × |expected|); "
+
+
+@pytest.mark.parametrize("oracles, given, held", [
+    ("", "0.333333", "off by 3.3e-07, more than `tolerance.analytic` allows (atol 1e-12 + rtol "
+                     "1e-09 × |expected|); if it is rounded, give more digits, or loosen "
+                     "`tolerance.analytic`"),
+    ("    oracles: [fd]\n", "0.3333", "off by 3.3e-05, more than `tolerance.fd` allows (atol "
+                                      "1e-06 + rtol 1e-05 × |expected|); if it is rounded, give "
+                                      "more digits, or loosen `tolerance.fd`"),
+])
+def test_a_rounded_hand_answer_is_told_its_tolerance_and_how_to_pass(tmp_path, oracles, given,
+                                                                     held):
+    exercise = _exercise(tmp_path, "id: k\ntitle: k\ntopic: k\npoints: 1\ninputs:\n"
+                         "  x: {value: 3.0}\nprogram: |\n  f = x.log()\nchecks:\n  answers:\n"
+                         f"{oracles}    cases:\n      - grads: {{x: {given}}}\n")
+    [problem] = answer_problems(exercise)
+    assert problem.message.startswith(f"df/dx is {given} by hand, but the oracles give 0.3333")
+    assert problem.message.endswith(f"{held} (each part at most 0.001)")
 
 
 def test_a_listed_point_where_oracles_disagree_is_shown(tmp_path):
@@ -337,8 +361,9 @@ def test_a_yaml_1_1_boolean_hides_no_wrong_hand_answer(tmp_path):
                     .replace("value: 3.0", "value: 4.0"))
     assert _messages(path) == [
         (6, "inputs.x.requires_grad", "'yes' is text here, not a boolean; write true or false"),
-        (12, "checks.answers.cases[0].value", "z is 4.0 by hand, but the oracles give 3.0; "
-                                              "correct the answer (or the program)")]
+        (12, "checks.answers.cases[0].value", "z is 4.0 by hand, but the oracles give 3.0: "
+                                              "off by 1, " + HELD + "correct the answer (or "
+                                              "the program)")]
 
 
 def test_an_unknown_key_hides_no_wrong_hand_answer(tmp_path):

@@ -26,9 +26,10 @@ from gradcheck.bank import reach, selection
 from gradcheck.bank.course_file import CourseFileError, bank_default, describe, find_course
 from gradcheck.bank.loader import (exercise_files, load_bank, misnamed_files, misnamed_message,
                                    path_list)
-from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Point
+from gradcheck.bank.models import MAX_TOLERANCE, SUFFIX, Exercise, PathArg, Point
 from gradcheck.bank.problems import Problem
 from gradcheck.bank.schema import SCHEMA_COMMENT, schema_comment
+from gradcheck.bank.tolerances import Tolerance as Closeness
 from gradcheck.grading import compare
 from gradcheck.grading.plan import oracle_problems, wanted_oracles
 from gradcheck.oracles import second_order
@@ -228,12 +229,26 @@ def answer_problems(exercise: Exercise) -> list[Problem]:
             expected = quantity.expected[i]
             if not quantity.tolerance.close(np.ravel(given), expected).all():
                 field = ("value",) if quantity.name == "value" else ("grads", quantity.name)
-                computed = expected.tolist() if quantity.size else float(expected[0])
-                problems.append(exercise.problem(
-                    ("checks", "answers", "cases", i, *field),
-                    f"{quantity.label} is {given} by hand, but the oracles give {computed}; "
-                    "correct the answer (or the program)"))
+                problems.append(exercise.problem(("checks", "answers", "cases", i, *field),
+                                                 _answer_message(quantity, given, expected)))
     return problems
+
+
+def _answer_message(quantity: compare.Quantity, given: float | list[float],
+                    expected: np.ndarray) -> str:
+    """What a hand answer outside the tolerance is told: the tolerance it was held to, and,
+    when the loosest tolerance allowed would pass it (a rounded answer), how to let it pass."""
+    tolerance = quantity.tolerance
+    kind = "fd" if set(quantity.estimates) == {"fd"} else "analytic"
+    computed = expected.tolist() if quantity.size else float(expected[0])
+    off = float(np.max(np.abs(np.ravel(given) - expected)))
+    held = (f"off by {off:.2g}, more than `tolerance.{kind}` allows (atol {tolerance.atol:g} + "
+            f"rtol {tolerance.rtol:g} × |expected|)")
+    loosest = Closeness(MAX_TOLERANCE, MAX_TOLERANCE)
+    fix = (f"if it is rounded, give more digits, or loosen `tolerance.{kind}` (each part at "
+           f"most {MAX_TOLERANCE:g})" if loosest.close(np.ravel(given), expected).all()
+           else "correct the answer (or the program)")
+    return f"{quantity.label} is {given} by hand, but the oracles give {computed}: {held}; {fix}"
 
 
 #: Seed of the points drawn for the `sampled` check (grading draws with a seed of its own).
