@@ -532,3 +532,15 @@ def test_grade_says_once_which_exercises_torch_grades_although_oracles_leave_it_
             f"gradcheck grade: --oracles {oracles}: torch grades the gradient and hessian checks "
             "of max-tie-abs, relu-both-sides too, as their `convention: torch` grades kinks by "
             "torch's derivative\n" in err)
+
+
+def test_grade_says_once_that_torch_grades_a_check_whose_oracles_leave_it_out(tmp_path, capsys):
+    from gradcheck.cli import main
+
+    (tmp_path / "max-tie-abs.exercise.yaml").write_text(
+        MAX_TIE.replace("  gradients:\n", "  gradients:\n    oracles: [jax]\n"))
+    assert main(["grade", "reference", "--exercises", str(tmp_path), "--seed", "1"]) == 0
+    assert capsys.readouterr().err.count(
+        "gradcheck grade: torch grades the gradient and hessian checks of max-tie-abs too, "
+        "although their `oracles` leave it out, as their `convention: torch` grades kinks by "
+        "torch's derivative\n") == 1

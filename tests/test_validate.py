@@ -48,6 +48,19 @@ def test_main_passes_a_clean_bank(capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_a_check_whose_oracles_leave_out_the_convention_is_said_once(tmp_path, capsys):
+    text = (schema_comment(tmp_path / "x.exercise.yaml") + "\ntitle: t\ntopic: t\npoints: 1\n"
+            "convention: torch\ninputs:\n  x: {value: 0.0}\nprogram: |\n  f = x.abs()\n"
+            "checks:\n  gradients:\n    oracles: [jax]\n")
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.exercise.yaml").write_text(text + f"id: {name}\n")
+    assert main(["--static", str(tmp_path)]) == 0
+    assert capsys.readouterr().err.count(
+        "gradcheck validate: torch grades the gradient and hessian checks of a, b too, although "
+        "their `oracles` leave it out, as their `convention: torch` grades kinks by torch's "
+        "derivative\n") == 1
+
+
 def test_every_broken_file_of_a_folder_is_reported():
     files = {p.file for p in validate([BANK])}
     # each broken file says what is wrong with it (`# expect:`); of two files with one id, the

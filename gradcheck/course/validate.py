@@ -31,16 +31,18 @@ from gradcheck.bank.problems import Problem
 from gradcheck.bank.schema import SCHEMA_COMMENT, schema_comment
 from gradcheck.bank.tolerances import Tolerance as Closeness
 from gradcheck.grading import compare
-from gradcheck.grading.plan import oracle_problems, wanted_oracles
+from gradcheck.grading.plan import convention_note, oracle_problems, wanted_oracles
 from gradcheck.oracles import second_order
 from gradcheck.program.ops import EDGE, KINK
 
 Check = Callable[[Exercise], list[Problem]]
 
 
-def validate(paths: PathArg, static: bool = False) -> list[Problem]:
+def validate(paths: PathArg, static: bool = False, notes: list[str] | None = None
+             ) -> list[Problem]:
     """Every problem found in the exercises under `paths` (files or folders); with `static`,
-    only what can be found without the oracles."""
+    only what can be found without the oracles. What is right but may surprise the author
+    (torch grading a check whose `oracles` leave it out) is added to `notes`, if given."""
     paths = path_list(paths)
     problems = [Problem(str(p), 0, "", "no such file or folder") for p in paths if not p.exists()]
     files = exercise_files([p for p in paths if p.exists()])
@@ -61,6 +63,9 @@ def validate(paths: PathArg, static: bool = False) -> list[Problem]:
     for exercise in bank.exercises:
         for check in checks:
             problems += check(exercise)
+    note = convention_note(bank.exercises, None)
+    if note and notes is not None:
+        notes.append(note)
     if not static:
         found = {(problem.file, problem.field.split(".")[1]) for problem in problems
                  if problem.field.startswith("checks.")}
@@ -322,9 +327,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CourseFileError, selection.SelectionError) as error:
         print(f"gradcheck validate: {error}", file=sys.stderr)
         return 2
-    problems = validate(paths, static=args.static)
+    notes: list[str] = []
+    problems = validate(paths, static=args.static, notes=notes)
     for problem in problems:
         print(problem)
+    for note in notes:
+        print(f"gradcheck validate: {note}", file=sys.stderr)
     count = len(exercise_files([p for p in paths if p.exists()]))
     print(describe(chosen.paths, count, course), file=sys.stderr)
     print(f"{count} exercise file(s), {len(problems)} problem(s)", file=sys.stderr)

@@ -51,8 +51,7 @@ def wanted_oracles(exercise: Exercise, name: str, chosen: Sequence[str] | None) 
     every one the check names). The oracle of the exercise's `convention` is always among those
     of a check it decides (CONVENTION_CHECKS): at a kink, no other oracle may stand in for it,
     or a faithful engine would lose the point to another convention."""
-    wanted = [o for o in getattr(getattr(exercise.checks, name), "oracles", ORACLES)
-              if chosen is None or o in chosen]
+    wanted = asked_oracles(exercise, name, chosen)
     if name in CONVENTION_CHECKS and exercise.convention and exercise.convention not in wanted:
         wanted.append(exercise.convention)
     return wanted
@@ -77,18 +76,30 @@ def oracle_problems(exercise: Exercise) -> list[Problem]:
         "leave `oracles` out"))]
 
 
+def asked_oracles(exercise: Exercise, name: str, chosen: Sequence[str] | None) -> list[str]:
+    """The oracles the check `name` names (every one, by default) that `chosen` (`--oracles`,
+    None: all) keeps, before the convention adds its own (`wanted_oracles`)."""
+    return [o for o in getattr(getattr(exercise.checks, name), "oracles", ORACLES)
+            if chosen is None or o in chosen]
+
+
 def convention_note(exercises: Sequence[Exercise], chosen: Sequence[str] | None) -> str:
-    """What a run that asks for `chosen` (`--oracles`) is told once when it leaves out torch,
-    the oracle of `convention: torch` (the only convention), which grades such exercises'
-    checks all the same (`wanted_oracles`); or ''."""
-    joined = [exercise.id for exercise in exercises
-              if chosen and exercise.convention and exercise.convention not in chosen
-              and set(exercise.checks.present()) & set(CONVENTION_CHECKS)]
+    """What `grade` and `validate` say once when a check's `oracles`, or `--oracles` (`chosen`),
+    leave out torch, the oracle of `convention: torch` (the only convention), which grades such
+    checks all the same (`wanted_oracles`); or ''. Else an author who wrote `oracles: [jax]`
+    would believe jax alone grades the check."""
+    joined = [exercise.id for exercise in exercises if exercise.convention and any(
+        exercise.convention not in asked_oracles(exercise, name, chosen)
+        for name in exercise.checks.present() if name in CONVENTION_CHECKS)]
     if not joined:
         return ""
     shown = ", ".join(joined[:3]) + (f" and {len(joined) - 3} more" if len(joined) > 3 else "")
-    return (f"--oracles {','.join(chosen)}: torch grades the gradient and hessian checks of "
-            f"{shown} too, as their `convention: torch` grades kinks by torch's derivative")
+    if chosen and "torch" not in chosen:
+        return (f"--oracles {','.join(chosen)}: torch grades the gradient and hessian checks of "
+                f"{shown} too, as their `convention: torch` grades kinks by torch's derivative")
+    return (f"torch grades the gradient and hessian checks of {shown} too, although their "
+            "`oracles` leave it out, as their `convention: torch` grades kinks by torch's "
+            "derivative")
 
 
 def sample_seed(seed: int, exercise_id: str) -> int:
