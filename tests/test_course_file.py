@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.bank.bundled import reference_path
+from gradcheck.bank.bundled import bank_dir, reference_path
 from gradcheck.bank.course_file import (
     FILE_NAME,
     WORKER_USER,
@@ -140,14 +140,31 @@ def test_every_command_that_reads_a_bank_stops_at_a_broken_course_file(tmp_path)
         assert done.returncode == 2 and message in done.stderr, (command, done.stderr)
 
 
-def test_the_seed_of_a_key_is_the_one_given_else_the_courses_else_the_default(course, tmp_path):
+def test_the_seed_of_a_key_is_the_one_given_else_the_courses_else_a_new_one(course, tmp_path):
     mine = read_course(course / FILE_NAME)
-    assert key_seed(7, mine) == 7 and key_seed(None, mine) == mine.seed
-    assert key_seed(None, None) == 0
-    (tmp_path / FILE_NAME).write_text('seed = "random"\n')
-    (tmp_path / "exercises").mkdir()
-    random = read_course(tmp_path / FILE_NAME)
-    assert random.seed is None and key_seed(None, random) != key_seed(None, random)
+    assert key_seed(7, mine) == (7, "given by --seed")
+    assert key_seed(None, mine) == (mine.seed, f"the course's, in {mine.file}")
+    # outside a course no fixed default: courses that skip `init` would share their points
+    (first, why), (second, _) = key_seed(None, None), key_seed(None, None)
+    assert first != second  # 1 in 2**32 to fail
+    assert why == (f"drawn at random, as no --seed is given, and no {FILE_NAME} here or above "
+                   f"sets one; give --seed {first} to build the same key again")
+    for text in ('seed = "random"\n', ""):  # a course file without a seed is the same
+        (tmp_path / FILE_NAME).write_text(text)
+        (tmp_path / "exercises").mkdir(exist_ok=True)
+        random = read_course(tmp_path / FILE_NAME)
+        assert random.seed is None and key_seed(None, random)[0] != key_seed(None, random)[0]
+        assert f"{random.file} sets no fixed seed" in key_seed(None, random)[1]
+
+
+@pytest.mark.slow
+def test_key_build_outside_a_course_says_the_seed_it_drew(tmp_path):
+    shutil.copy(bank_dir() / "02-backward" / "chain-rule.exercise.yaml", tmp_path)
+    done = run(["key", "build", "--exercises", str(tmp_path), "--out", "key.json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    seed = answer_key.load(tmp_path / "key.json").seed
+    assert f"seed {seed}: drawn at random, as no --seed is given" in done.stderr
+    assert f"give --seed {seed} to build the same key again" in done.stderr
 
 
 def test_explain_finds_exercises_by_id_in_the_course_bank(course):

@@ -41,8 +41,9 @@ class Course:
     submission: str = "engine.py"
     #: the uid the autograder runs a submission's worker as; None: as root
     worker_user: int | None = WORKER_USER
-    #: the seed of the answer keys built in the course; None: a new one for each key
-    seed: int | None = 0
+    #: the seed of the answer keys built in the course; None (`"random"`, or none set): a new
+    #: one for each key
+    seed: int | None = None
 
 
 def course_text(seed: int) -> str:
@@ -94,7 +95,7 @@ def read_course(path: Path) -> Course:
     user = data.get("worker_user", WORKER_USER)
     if not (user == "none" or (type(user) is int and user > 0)):
         raise CourseFileError(f'{path}: worker_user: {user!r}: give a user id above 0, or "none"')
-    seed = data.get("seed", 0)
+    seed = data.get("seed", "random")
     if not (seed == "random" or (type(seed) is int and 0 <= seed < 2**32)):
         raise CourseFileError(f'{path}: seed: {seed!r}: give a whole number from 0 to 2**32 - 1, '
                               'or "random"')
@@ -120,11 +121,19 @@ def bank_default(course: Course | None) -> Path:
     return course.exercises if course else bank_dir()
 
 
-def key_seed(given: int | None, course: Course | None, default: int | None = 0) -> int:
-    """The seed of an answer key built now: the one given, else the course's, else `default`;
-    a new one where the one chosen is None (a course's `seed = "random"`)."""
-    seed = given if given is not None else course.seed if course else default
-    return secrets.randbelow(2**32) if seed is None else seed
+def key_seed(given: int | None, course: Course | None) -> tuple[int, str]:
+    """The seed of an answer key built now, and why it is that one (said on stderr): the one
+    given, else the course's, else a new one. Never a fixed default: every course that skips
+    `init` would share its sampled points without being told (grading with the key reads the
+    seed from it, so a new seed costs nothing)."""
+    if given is not None:
+        return given, "given by --seed"
+    if course and course.seed is not None:
+        return course.seed, f"the course's, in {course.file}"
+    where = (f"{course.file} sets no fixed seed" if course else
+             f"no --seed is given, and no {FILE_NAME} here or above sets one")
+    seed = secrets.randbelow(2**32)
+    return seed, f"drawn at random, as {where}; give --seed {seed} to build the same key again"
 
 
 def describe(paths: list[Path], count: int, course: Course | None, broken: int = 0) -> str:

@@ -85,7 +85,7 @@ def gradescope(paths: list[Path], out: Path, *, key: Path | None = None, seed: i
         install, package = _installation(requirement, Path(folder))
         bank = _load(paths, course)
         files = _relative_files(paths, bank)
-        key_bytes, drawn_with = _key_for(bank, key, seed if key else key_seed(seed, course, None))
+        key_bytes, drawn_with = _key_for(bank, key, seed, course)
         # the hypothesis that drew the key's random programs: under another, they are drawn live
         install = "\n".join([install, *(f"hypothesis=={v}" for v in sorted(drawn_with))])
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,7 @@ def classroom(paths: list[Path], out: Path, *, key: Path | None = None, seed: in
         raise BundleError("no exercise of the bank is visible, so there is nothing to publish "
                           "to students; set `visibility: visible` on the practice exercises")
     files = _relative_files(paths, visible)
-    key_bytes, _ = _key_for(visible, key, seed if key else key_seed(seed, course, None))
+    key_bytes, _ = _key_for(visible, key, seed, course)
     if not out.exists() or not any(out.iterdir()):
         write_student_template(out)
     elif carries_wheel(out):
@@ -170,16 +170,19 @@ def _relative_files(paths: list[Path], bank: Bank) -> dict[Path, str]:
     return wanted
 
 
-def _key_for(bank: Bank, key: Path | None, seed: int | None) -> tuple[bytes, set[str]]:
-    """The key file's bytes, holding exactly `bank`'s exercises: taken from `key`, or built
-    with `seed`; and the versions of hypothesis that drew its random programs."""
+def _key_for(bank: Bank, key: Path | None, seed: int | None, course: Course | None
+             ) -> tuple[bytes, set[str]]:
+    """The key file's bytes, holding exactly `bank`'s exercises: taken from `key` (whose seed
+    must be `seed`, if one is given), or built with `seed`, else `course`'s, else a new one;
+    and the versions of hypothesis that drew its random programs."""
     if key is None:
-        seed = key_seed(seed, None, None)
+        built_seed, why = key_seed(seed, course)
         print(f"building an answer key for {len(bank.exercises)} "
               f"exercise{'s' * (len(bank.exercises) != 1)} (torch and jax run "
               "once per exercise; give --key to reuse one)", file=sys.stderr)
+        print(f"seed {built_seed}: {why}", file=sys.stderr)
         with tempfile.TemporaryDirectory() as folder:
-            built = answer_key.build(bank, seed, Path(folder) / KEY_NAME)
+            built = answer_key.build(bank, built_seed, Path(folder) / KEY_NAME)
         ungraded = built.ungraded(bank)
         if ungraded:
             raise BundleError("a check that grades nothing cannot be bundled; fix it (see "

@@ -531,7 +531,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     selection.add_arguments(p)
     p.add_argument("--seed", type=int,
                    help="the seed of the sampled points (default: the course's, in "
-                        f"{FILE_NAME}, else 0); grading with the key uses it")
+                        f"{FILE_NAME}, else a new one, said on stderr); grading with the key "
+                        "uses it")
     p.add_argument("--out", metavar="FILE", type=Path, required=True,
                    help="where to write the key (gzip-compressed if FILE ends in .gz)")
     p.set_defaults(run=run)
@@ -548,12 +549,13 @@ def run(args: argparse.Namespace) -> int:
     except (CourseFileError, selection.SelectionError) as error:
         print(f"gradcheck key build: {error}", file=sys.stderr)
         return 2
-    seed = key_seed(args.seed, course)
+    seed, why = key_seed(args.seed, course)
     if not bank.exercises:
         print("gradcheck key build: no exercise to build a key for in "
               + ", ".join(map(str, chosen.paths)), file=sys.stderr)
         return 2
     print(describe(chosen.paths, len(bank.exercises), course), file=sys.stderr)
+    print(f"seed {seed}: {why}", file=sys.stderr)
     try:
         built = build(bank, seed, args.out)
     except KeyFileError as error:
