@@ -83,6 +83,16 @@ def test_a_broken_file_is_selected_by_its_folder_its_id_and_its_topic(bank, caps
     assert "scratch.exercise.yaml:3: titel: unknown key" in capsys.readouterr().out
 
 
+def test_a_file_that_cannot_be_read_is_reported_in_its_folders_module(tmp_path, capsys):
+    module = tmp_path / "90-mistakes"
+    module.mkdir()
+    (module / "m09-tabs.exercise.yaml").write_text(BROKEN.replace("\n  x:", "\n\tx:"))
+    main(["grade", "reference", "--exercises", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "90-mistakes           0/0  1 exercise, none passed" in out
+    assert "(no module)" not in out
+
+
 def test_grade_grades_one_bundled_exercise_by_id(tmp_path):
     results = tmp_path / "results.json"
     assert main(["grade", "reference", "--exercises", "chain-rule-z", "--results-json",

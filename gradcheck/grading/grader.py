@@ -283,13 +283,15 @@ class Grader:
     def broken_result(self, path: str | Path, error: ExerciseError) -> CheckResult:
         """A broken exercise file: one failing result that shows where and what, to students
         only when the file is visible (its problems quote its program and hints): one whose
-        visibility cannot be read is taken for hidden."""
+        visibility cannot be read is taken for hidden. Its module is the topic it says, else
+        its folder, as selecting by module counts it (gradcheck.bank.selection)."""
         problem = error.problems[0] if error.problems else None
         return CheckResult(exercise_id=Path(path).name.removesuffix(".exercise.yaml"),
                            check="load", title=f"{Path(path).name} could not be loaded",
                            score=0.0, max_score=0.0, status="error", message=str(error),
                            file=str(path), line=problem.line if problem else 0,
-                           visibility=error.visibility or "hidden", topic=error.topic)
+                           visibility=error.visibility or "hidden",
+                           topic=error.topic or Path(path).parent.name)
 
     def grade_bank(self, bank: Bank, progress: Progress | None = None,
                    feedback_later: bool = False, every_score_first: bool = False,
