@@ -97,6 +97,15 @@ def test_syntax_error_gives_line_and_where_the_bracket_opened():
     assert "starts at line 2" in info.value.message
 
 
+@pytest.mark.parametrize("text, column", [("a:\n\tb: 1\n", 1), ("a: |\n\tx = 1\n", 1)])
+def test_a_tab_says_to_indent_with_spaces(text, column):
+    with pytest.raises(YamlError) as info:
+        load(text)
+    assert (info.value.line, info.value.column) == (2, column)
+    assert info.value.message == (f"YAML syntax: a tab (column {column}); indent with spaces, "
+                                  "not tabs (YAML does not allow tabs there)")
+
+
 @pytest.mark.parametrize("text, message", [
     ("a: 1\n---\nb: 2\n", "several documents"),
     ("a: &x [1, *x]\n", "cycle"),

@@ -245,6 +245,9 @@ def _syntax_error(exc: yaml.MarkedYAMLError) -> YamlError:
         return YamlError("the file holds several documents (`---`); keep one exercise per file",
                          line, column)
     problem = exc.problem or exc.context or "not valid YAML"
+    if "'\\t'" in problem:  # PyYAML's words for it: "found character '\t' that cannot start..."
+        return YamlError(f"YAML syntax: a tab (column {column}); indent with spaces, not tabs "
+                         "(YAML does not allow tabs there)", line, column)
     if exc.problem and exc.context and exc.context_mark:
         problem += f" {exc.context} that starts at line {exc.context_mark.line + 1}"
     return YamlError(f"YAML syntax: {problem} (column {column}); check the indentation, and quote "
