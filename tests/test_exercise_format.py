@@ -213,6 +213,29 @@ def test_answers_only_for_inputs_that_require_grad(tmp_path):
         "are x"]
 
 
+def test_a_value_of_the_wrong_size_says_how_many_were_given(tmp_path):
+    text = BASE + "checks:\n  answers:\n    cases:\n      - grads: {x: [3.0, 1.0]}\n"
+    assert _problems(tmp_path, text) == [
+        "14: checks.answers.cases[0].grads.x: 'x' is a number (as its value under inputs), but "
+        "a list of 2 numbers is given here; give a number"]
+
+
+def test_bounds_and_lengths_say_what_to_give(tmp_path):
+    text = (BASE.replace("points: 1", "points: 0").replace("title: T", "title: ''")
+            + "checks:\n  sampled: {count: 0, weight: -1}\n  graph: {names: []}\n"
+              "  random_programs: {ops: []}\n")
+    assert _problems(tmp_path, text) == [
+        "2: title: the text is empty; write it",
+        "4: points: give a number above 0, not 0",
+        "12: checks.sampled.weight: give a number above 0, not -1",
+        "12: checks.sampled.count: give a number of at least 1, not 0",
+        "13: checks.graph.names: the list is empty; give at least 1 item (Inputs and variables "
+        "whose `grad_fn` name, `is_leaf` and `requires_grad` are compared)",
+        "14: checks.random_programs.ops: the list is empty; give at least 1 of abs, add, cos, "
+        "detach, div, exp, log, mean, mul, neg, pow, relu, select, sigmoid, sin, sqrt, sub, "
+        "sum, tanh, or leave `ops` out for its default"]
+
+
 def test_answer_needs_a_value_or_grads(tmp_path):
     text = BASE + "checks:\n  answers:\n    cases:\n      - at: {x: 1.0, v: [1.0, 1.0]}\n"
     assert _problems(tmp_path, text) == [

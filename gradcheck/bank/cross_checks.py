@@ -241,8 +241,12 @@ def _shape_issues(exercise: Exercise, name: str, value: float | list[float],
     want, got = exercise.inputs[name].size, value_size(value)
     if want == got:
         return []
-    shape = "a number" if want is None else f"a list of {want} numbers"
-    return [(where, f"{name!r} is {shape} (as its value under inputs)", None)]
+    return [(where, f"{name!r} is {_shape(want)} (as its value under inputs), but "
+                    f"{_shape(got)} is given here; give {_shape(want)}", None)]
+
+
+def _shape(size: int | None) -> str:
+    return "a number" if size is None else f"a list of {size} number{'s' * (size != 1)}"
 
 
 def _domain_issues(exercise: Exercise, sampled: SampledCheck | HessianCheck,

@@ -18,7 +18,7 @@ from gradcheck.bank import yaml_reader
 from gradcheck.bank.cross_checks import cross_check
 from gradcheck.bank.models import SUFFIX, Exercise, PathArg, Visibility
 from gradcheck.bank.problems import ExerciseError, Problem, listing, show, suggest
-from gradcheck.bank.schema import schema_keys
+from gradcheck.bank.schema import schema_keys, schema_node
 
 
 def load_exercise(path: str | os.PathLike[str]) -> Exercise:
@@ -237,6 +237,30 @@ def _data_path(loc: tuple[Any, ...], data: Any, missing: bool) -> yaml_reader.Pa
     return tuple(path)
 
 
+_BOUNDS = {"greater_than": "above", "greater_than_equal": "of at least",
+           "less_than": "below", "less_than_equal": "of at most"}
+
+
+def _length_message(ctx: dict[str, Any], path: yaml_reader.Path, short: bool) -> str:
+    """A list or mapping of too few or too many items: how many to give, which items are
+    allowed (where the schema lists them), and whether the key may be left out instead."""
+    limit = ctx["min_length"] if short else ctx["max_length"]
+    actual = ctx["actual_length"]
+    what = "list" if ctx["field_type"] == "List" else "mapping"
+    has = f"the {what} is empty" if actual == 0 else \
+        f"the {what} has {actual} item{'s' * (actual != 1)}"
+    text = f"{has}; give {'at least' if short else 'at most'} {limit}"
+    choices, about = schema_node(path + (0,)).get("enum"), schema_node(path).get("description")
+    if short and choices:
+        text += f" of {listing(choices)}"
+    else:
+        text += f" item{'s' * (limit != 1)}" + (f" ({about.rstrip('.')})" if short and about else "")
+    optional = bool(path) and path[-1] not in schema_node(path[:-1]).get("required", [])
+    if short and actual == 0 and optional:
+        text += f", or leave `{path[-1]}` out for its default"
+    return text
+
+
 def _message(error: Any, path: yaml_reader.Path) -> str:
     kind, text, got = error["type"], error["msg"], error.get("input")
     if kind == "missing":
@@ -256,6 +280,13 @@ def _message(error: Any, path: yaml_reader.Path) -> str:
         return f"{got!r} is text here, not a boolean; write true or false"
     if kind in ("value_error", "assertion_error"):
         return text.split(", ", 1)[1]
+    if kind in _BOUNDS:
+        bound = next(iter(error["ctx"].values()))
+        return f"give a number {_BOUNDS[kind]} {bound:g}, not {show(got)}"
+    if kind == "string_too_short":
+        return "the text is empty; write it"
+    if kind in ("too_short", "too_long"):
+        return _length_message(error["ctx"], path, kind == "too_short")
     if kind.endswith("_type") or kind in ("literal_error", "finite_number"):
         return f"{text}, not {show(got)}"
     return text

@@ -52,6 +52,12 @@ def _draft07(node: Any) -> Any:
 
 def schema_keys(path: yaml_reader.Path) -> list[str]:
     """The keys the schema allows in the mapping at `path` of an exercise."""
+    return list(schema_node(path).get("properties", {}))
+
+
+def schema_node(path: yaml_reader.Path) -> dict[str, Any]:
+    """The schema of the value at `path` of an exercise, references resolved (of a choice, the
+    branch that is a mapping or a list), so that messages can say what belongs there."""
     schema = json_schema()
     node: Any = schema
     for step in (*path, None):
@@ -71,7 +77,7 @@ def schema_keys(path: yaml_reader.Path) -> list[str]:
         else:
             node = node.get("properties", {}).get(step) or next(
                 iter(node.get("patternProperties", {}).values()), {})
-    return list(node.get("properties", {}))
+    return node
 
 
 def write_schema(path: Path = SCHEMA_PATH) -> Path:
