@@ -460,5 +460,22 @@ def test_a_compute_expression_is_parsed_as_the_engine_parses_it(tmp_path):
         "here; the one attribute an expression reads is a variable's gradient, `x.grad`",
         "19: checks.behaviour.steps[4].compute.expr: column 42: index 2 is out of range for "
         "length 2",
-        "20: checks.behaviour.steps[5].compute.expr: 'w' is not defined; use an input or a "
-        "variable of the program: gx, p, q, r, s, v, x, y"]
+        "20: checks.behaviour.steps[5].compute.expr: column 39: 'w' is not defined; use an "
+        "input or a variable of the program: gx, p, q, r, s, v, x, y"]
+
+
+def test_an_unknown_name_in_an_expression_hides_no_other_problem_and_each_is_at_its_column(
+        tmp_path):
+    steps = ("checks:\n  behaviour:\n    steps:\n      - backward: {of: s}\n"
+             '      - compute: {name: p, expr: "nope[0] + y.foo() + nope.grad"}\n'
+             '      - compute: {name: q, expr: "(y + nope)[1] + x[0]"}\n'
+             "        expect: [value.p]\n")
+    assert _problems(tmp_path, BASE + steps) == [
+        "15: checks.behaviour.steps[1].compute.expr: column 35: 'nope' is not defined; use an "
+        "input or a variable of the program: s, v, x, y",
+        "15: checks.behaviour.steps[1].compute.expr: column 47: unknown method 'foo'; the "
+        "methods are abs, cos, detach, exp, log, mean, relu, sigmoid, sin, sqrt, sum, tanh",
+        "16: checks.behaviour.steps[2].compute.expr: column 40: 'nope' is not defined; use an "
+        "input or a variable of the program: p, s, v, x, y",
+        "16: checks.behaviour.steps[2].compute.expr: column 51: only a 1-D value can be indexed; "
+        "this one is a scalar"]

@@ -27,7 +27,7 @@ FORBIDDEN = {
     "dunder attribute": ("y = x.__class__", 1, 5, "names starting with an underscore"),
     "dunder method": ("y = x.__neg__()", 1, 5, "underscore"),
     "dunder builtin": ("y = __import__('os')", 1, 5, "underscore"),
-    "protocol method that is no operation": ("y = x.backward()", 1, 5, "unknown method"),
+    "protocol method that is no operation": ("y = x.backward()", 1, 7, "unknown method"),
     "unknown function": ("y = open(x)", 1, 5, "unknown function 'open'"),
     "a module's function": ("z = x * 2\ny = math.exp(z)", 2, 5,
                             "calls exp as `exp(z)` or `z.exp()`, not through `math`"),

@@ -129,31 +129,35 @@ def _step_issues(exercise: Exercise, steps: list[Step], program: Program) -> lis
     gradients: set[str] = set()  # names bound by grad steps
     for i, step in enumerate(steps):
         here = ("checks", "behaviour", "steps", i)
-        used: list[tuple[yaml_reader.Path, str]] = []
+        # each name a step reads: where, and (in an expression) at which line and column
+        used: list[tuple[yaml_reader.Path, str, tuple[int, int] | None]] = []
         for action in ("backward", "grad"):
             of = getattr(getattr(step, action), "of", None)
             if of:
-                used.append(((action, "of"), target_name(of)))
-        used += [(("grad", "wrt", j), name) for j, name in enumerate(step.grad.wrt if step.grad
-                                                                      else [])]
-        operands: list[str] = []
+                used.append(((action, "of"), target_name(of), None))
+        used += [(("grad", "wrt", j), name, None)
+                 for j, name in enumerate(step.grad.wrt if step.grad else [])]
+        operands: dict[str, tuple[int, int]] = {}
         if step.compute:
             try:
                 operands = free_names(step.compute.expr)
             except ProgramError:
                 pass  # not an expression: parsing it below says where
-            used += [(("compute", "expr"), target_name(name)) for name in operands]
+            first: dict[str, tuple[int, int]] = {}  # `x` and `x.grad`: said once, at the first
+            for name, at in sorted(operands.items(), key=lambda item: item[1]):
+                first.setdefault(target_name(name), at)
+            used += [(("compute", "expr"), name, at) for name, at in first.items()]
         for key in ("zero_grad", "retain_grad"):
-            used += [((key, j), name) for j, name in enumerate(getattr(step, key) or [])]
-        used += [(("requires_grad", name), name) for name in step.requires_grad or {}]
+            used += [((key, j), name, None) for j, name in enumerate(getattr(step, key) or [])]
+        used += [(("requires_grad", name), name, None) for name in step.requires_grad or {}]
         if step.detach:
-            used.append((("detach", "of"), step.detach.of))
+            used.append((("detach", "of"), step.detach.of, None))
         for j, name in enumerate(step.sgd.params if step.sgd else []):
             if name not in exercise.inputs:
                 issues.append((here + ("sgd", "params", j), f"sgd updates inputs (leaves); "
                                f"{name!r} is not one of {listing(exercise.inputs)}", None))
-        issues += [(here + path, _unknown(name, known), None)
-                   for path, name in used if name not in known]
+        issues += [(here + path, _unknown(name, known), at)
+                   for path, name, at in used if name not in known]
         if step.detach:
             known.add(step.detach.name)
             _sized_as(sizes, step.detach.name, step.detach.of)
@@ -188,22 +192,32 @@ def _sized_as(sizes: dict[str, int | None], name: str, like: str) -> None:
         sizes[name] = sizes[like]
 
 
-def _expression_issues(compute: Compute, operands: list[str], sizes: dict[str, int | None],
+def _expression_issues(compute: Compute, operands: Iterable[str], sizes: dict[str, int | None],
                        here: yaml_reader.Path) -> list[_Issue]:
     """A compute step's expression parsed over its operands' sizes (an `x.grad` has x's), as
     the worker parses it: anything outside the language is found here, not when grading. The
-    new variable's size is recorded for later steps; an operand of unknown size (an unknown
-    name, an expression that failed) is reported elsewhere."""
-    if not all(target_name(name) in sizes for name in operands):
-        return []
-    try:
-        expression = parse_expression(compute.expr, {name: sizes[target_name(name)]
-                                                     for name in operands})
-    except ProgramError as exc:
-        return [(here + ("compute", "expr"), e.message, (e.line, e.column))
-                for e in (exc, *exc.more)]
-    sizes[compute.name] = expression.nodes[expression.output].size
-    return []
+    new variable's size is recorded for later steps. An operand of unknown size (an unknown
+    name, reported elsewhere, or an expression that failed) hides no other problem: it is
+    taken for a number, then for a list, and what is wrong either way is reported."""
+    unknown = [name for name in operands if target_name(name) not in sizes]
+    known = {name: sizes[target_name(name)] for name in operands if name not in unknown}
+    found: list[list[tuple[str, int, int]]] = []
+    for size in (None, 2) if unknown else (None,):
+        try:
+            expression = parse_expression(compute.expr, {**known, **dict.fromkeys(unknown, size)})
+        except ProgramError as exc:
+            found.append([(e.message, e.line, e.column) for e in (exc, *exc.more)])
+        else:
+            found.append([])
+            if not unknown:
+                sizes[compute.name] = expression.nodes[expression.output].size
+    # a problem is the unknown operand's doing unless every reading finds it, or stops at an
+    # earlier problem (the parser reports the first problem of a statement)
+    said = dict.fromkeys(issue for issues in found for issue in issues)
+    return [(here + ("compute", "expr"), message, (line, column))
+            for message, line, column in sorted(said, key=lambda issue: issue[1:])
+            if all((message, line, column) in issues
+                   or any(other[1:] < (line, column) for other in issues) for issues in found)]
 
 
 def _creates_graph(step: Step) -> bool:

@@ -166,10 +166,11 @@ def _hidden_names(tree: ast.AST) -> list[ProgramError]:
 _UNDERSCORE = "names starting with an underscore ({name!r}) are not allowed"
 
 
-def free_names(expression: str) -> list[str]:
+def free_names(expression: str) -> dict[str, tuple[int, int]]:
     """What an expression reads (not the functions it calls): variables, and variables'
-    gradients written `x.grad` (`session.target_name` gives the variable); raises ProgramError
-    if it is not a single expression."""
+    gradients written `x.grad` (`session.target_name` gives the variable), each with the line
+    and column (1-based) where it is first read; raises ProgramError if it is not a single
+    expression."""
     try:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as exc:
@@ -178,16 +179,19 @@ def free_names(expression: str) -> list[str]:
     except (RecursionError, MemoryError):
         raise ProgramError(_TOO_DEEP) from None
     skipped = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
-    names = []
+    names: list[tuple[str, ast.expr]] = []
     for node in ast.walk(tree):  # an `x.grad` is walked before its `x`, which it stands for
         if id(node) in skipped:
             continue
         if _is_gradient(node):
-            names.append(node.value.id + GRAD_SUFFIX)  # type: ignore[attr-defined]
+            names.append((node.value.id + GRAD_SUFFIX, node))  # type: ignore[attr-defined]
             skipped.add(id(node.value))  # type: ignore[attr-defined]
         elif isinstance(node, ast.Name):
-            names.append(node.id)
-    return list(dict.fromkeys(names))
+            names.append((node.id, node))
+    found: dict[str, tuple[int, int]] = {}
+    for name, node in sorted(names, key=lambda item: (item[1].lineno, item[1].col_offset)):
+        found.setdefault(name, (node.lineno, node.col_offset + 1))
+    return found
 
 
 def _is_gradient(node: ast.AST) -> bool:
@@ -426,9 +430,10 @@ class _Parser:
         elif isinstance(func, ast.Attribute):
             _check_name(func, func.attr)
             op = CALLABLE.get(func.attr)
-            if op is None:
-                raise _error(func, f"unknown method {func.attr!r}; the methods are "
-                                   f"{', '.join(sorted(CALLABLE))}")
+            if op is None:  # said at the method's name, not at the start of `y.foo()`
+                raise ProgramError(f"unknown method {func.attr!r}; the methods are "
+                                   f"{', '.join(sorted(CALLABLE))}", func.end_lineno or 1,
+                                   (func.end_col_offset or 0) - len(func.attr) + 1)
             if len(expr.args) == 1 and not expr.keywords:  # `math.exp(z)`, as in Python
                 arg, owner = ast.unparse(expr.args[0]), ast.unparse(func.value)
                 plain = isinstance(expr.args[0], (ast.Name, ast.Call, ast.Subscript))
