@@ -4,7 +4,8 @@ A submission can nest folders far deeper than Python recurses (a thousand `mkdir
 in /dev/shm take a millisecond), and a `RecursionError` is no `OSError`: `shutil.rmtree(...,
 ignore_errors=True)` and `shutil.copytree` raise it all the same, which stopped the grader's
 clean-up, scored every later grading on the machine 0, and aborted a whole batch. Nothing here
-recurses, and nothing here lets an error out but the one that says why a copy was refused.
+recurses; `remove` and `walk` never raise, and `copy_for_group` raises `CopyRefused` (why a
+submission is not copied) or the `OSError` of a copy that failed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ COPY_DEPTH = 64
 
 class CopyRefused(Exception):
     """A submission `copy_for_group` will not copy, and why, in words for the gradebook."""
+
+
+#: why a submission over COPY_BYTES is not copied
+_TOO_LARGE = f"its files are larger than {COPY_BYTES >> 20} MB in all"
 
 
 def remove(path: str | Path) -> None:
@@ -106,7 +111,7 @@ def _copy_entry(source: Path, target: Path, info: os.stat_result, group: int,
         return True
     elif stat.S_ISREG(mode):
         if info.st_size > budget[0]:  # before a byte is read: a sparse file can claim terabytes
-            raise CopyRefused(f"its files are larger than {COPY_BYTES >> 20} MB in all")
+            raise CopyRefused(_TOO_LARGE)
         budget[0] -= _copy_file(source, target, group, shared, budget[0])
     return False
 
@@ -126,7 +131,7 @@ def _copy_file(source: Path, target: Path, group: int, mode: int, room: int) -> 
             while chunk := os.read(reading, 1 << 20):
                 copied += len(chunk)
                 if copied > room:
-                    raise CopyRefused(f"its files are larger than {COPY_BYTES >> 20} MB in all")
+                    raise CopyRefused(_TOO_LARGE)
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(writing, view):]
