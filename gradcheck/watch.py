@@ -39,13 +39,17 @@ from gradcheck.grading.results import GradeReport
 from gradcheck.grading.workers import details_shown
 from gradcheck.reports import by_exercise, points
 
-#: seconds between two looks at the submission's files (a stat each)
-POLL = 0.025
+#: seconds between two looks at the submission's files (a stat each, a few microseconds: a
+#: hundred looks a second cost nothing, and a save waits half a look on average)
+POLL = 0.01
 #: the exercise files too, every this many looks (0.25 s): a bank is a hundred files and more,
 #: which change seldom, while a save of the submission waits for the next look
-BANK_LOOKS = 10
-#: seconds the files must stay the same before grading: an editor may write a file in parts
-SETTLE = 0.05
+BANK_LOOKS = 25
+#: seconds the files must stay the same before grading: an editor may write a file in parts,
+#: a few writes within a millisecond (a save in place that truncates first, whose write can
+#: come much later, is waited for apart: EMPTIED); a file caught half written all the same is
+#: graded again once the rest is written
+SETTLE = 0.02
 #: seconds a file that was emptied is given to be written: an editor that saves in place
 #: truncates the file first, and on a busy machine the write can come a while after that
 EMPTIED = 2.0
@@ -90,8 +94,8 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
             key.prepare(bank, args.oracles)
         settle()
         while True:
-            _prestart(args, bank)
             _say(out, f"watching {args.submission} for changes (Ctrl-C stops)")
+            _prestart(args, bank)
             seen, changed = _wait_for_change(submission, chosen, seen)
             started = time.monotonic()
             if any(path.name.endswith(SUFFIX) for path in changed):

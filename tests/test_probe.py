@@ -244,6 +244,48 @@ def test_trace_records_torchs_refusal_to_retain_a_grad_that_needs_none():
     assert nodes["x"]["grad"] == 2.0
 
 
+
+def test_a_trace_names_the_use_that_raised_at_its_node_and_reads_every_other():
+    """A trace reads two fields of thousands of nodes and records what was used only when a
+    read raises (`Run.field`): the record still names the piece, the node and whether the
+    object has it, and every other node is read as ever."""
+    class Refusing(torch.Tensor):  # y's class; what it adds to is a plain tensor again
+        pass
+
+    def tensor(data, requires_grad=False):
+        return torch.tensor(data, dtype=torch.float64, requires_grad=requires_grad)
+
+    def refuse(*args):
+        raise ValueError("not this one")
+
+    request = {"kind": "trace", "program": spec("y = x * 2\nz = y + 1"),
+               "point": {"x": 3.0}, "requires_grad": ["x"]}
+    program = parse(request["program"]["source"], {"x": None})
+    y_node = program.names["y"]
+    original = torch.Tensor.__mul__
+
+    def mul(self, other):  # y: a tensor whose tolist() and retain_grad() raise
+        return original(self, other).as_subclass(Refusing)
+
+    Refusing.tolist = refuse
+    Refusing.retain_grad = refuse
+    Refusing.__add__ = lambda self, other: self.as_subclass(torch.Tensor) + other
+    engine = SimpleNamespace(tensor=tensor, no_grad=torch.no_grad)
+    torch.Tensor.__mul__ = mul
+    try:
+        nodes = {n["id"]: n for n in handler.handle(engine, request)["nodes"]}
+    finally:
+        torch.Tensor.__mul__ = original
+    value, grad = nodes[y_node]["value"]["error"], nodes[y_node]["grad"]["error"]
+    assert (value["type"], value["message"], value["piece"], value["node"], value["absent"]) == (
+        "ValueError", "not this one", "tolist", y_node, False)
+    assert (grad["piece"], grad["node"], grad["phase"]) == ("retain_grad", y_node,
+                                                             "retain_grad")
+    z = nodes[program.names["z"]]
+    assert (z["value"], z["grad"]) == (7.0, 1.0)
+    assert nodes[program.names["x"]]["grad"] == 2.0
+
+
 # --- inspect ------------------------------------------------------------------------------------
 
 

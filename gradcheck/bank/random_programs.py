@@ -43,6 +43,7 @@ from gradcheck.program.language import (
     array_apply,
     critical_argument,
     evaluate,
+    known,
     parse,
 )
 from gradcheck.program.ops import BINARY, FUNCTION, OPS, REDUCTION, SELECT, UNARY, Op
@@ -348,7 +349,7 @@ def _with_unused(candidate: Drawn, names: Renaming, drawn: Drawn, unused: list[s
         return candidate, names
     inputs = _ordered(inputs)
     point = {name: point[name] for name in inputs}
-    return Drawn(candidate.source, inputs, point, parse(candidate.source, inputs)), names
+    return Drawn(candidate.source, inputs, point, known(candidate.source, inputs)), names
 
 
 #: A number in a program's text: `2`, `0.5`, `(-1)` (not an index, not part of a name).
@@ -411,7 +412,7 @@ def _nearer_points(drawn: Drawn) -> list[Drawn]:
 
 def _drawn(source: str, inputs: dict[str, int | None], point: dict[str, Any]) -> list[Drawn]:
     """The program at `point`, if it is safe there."""
-    program = parse(source, inputs)
+    program = known(source, inputs)
     keep = differentiable(program) and safe(program, point)
     return [Drawn(source, inputs, point, program)] if keep else []
 

@@ -239,7 +239,7 @@ def _graph(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     except Exception as exc:
         return {"nodes": {}, "error": run.error(exc)}
     run.enter("read")
-    nodes = {name: {kind: run.attempt(run.read, kind, env[name], name, program.names[name])
+    nodes = {name: {kind: run.field(kind, env[name], name, program.names[name])
                     for kind in GRAPH_FIELDS} for name in request["names"]}
     return {"nodes": nodes, "error": None}
 
@@ -257,9 +257,9 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
     for i in shown:
         if program.nodes[i].op != "input":
             try:
-                run.using("retain_grad", i, values[i])
                 values[i].retain_grad()
-            except Exception as exc:
+            except Exception as exc:  # the use is recorded only now: there are thousands
+                run.using("retain_grad", i, values[i])
                 grads[i] = {"error": run.error(exc)}
     error = None
     try:
@@ -276,8 +276,8 @@ def _trace(run: Run, program: Program, request: Mapping[str, Any]) -> Record:
         node = program.nodes[i]
         label = node.name or node.text or f"node {i}"
         if i not in grads:
-            grads[i] = run.attempt(run.read, "grad", values[i], label, i)
-        nodes.append({"id": i, "value": run.attempt(run.read, "value", values[i], label, i),
+            grads[i] = run.field("grad", values[i], label, i)
+        nodes.append({"id": i, "value": run.field("value", values[i], label, i),
                       "grad": grads[i]})
     return {"nodes": nodes, "error": error}
 

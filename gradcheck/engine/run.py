@@ -186,6 +186,15 @@ class Run:
         self.using("tolist" if kind == "value" else kind, node, obj)
         return read_field(kind, obj, name)
 
+    def field(self, kind: str, obj: Any, name: str, node: int) -> Any:
+        """`attempt(read, ...)`, with the use recorded only if reading raises: a trace reads
+        two fields of each of thousands of nodes, and an error record is all the use is for."""
+        try:
+            return read_field(kind, obj, name)
+        except Exception as exc:
+            self.using("tolist" if kind == "value" else kind, node, obj)
+            return {"error": self.error(exc)}
+
     def attempt(self, read: Callable[..., Any], *args: Any) -> Any:
         """`read(*args)` as a plain value, or `{"error": record}` when it raised. The arguments
         are passed, not closed over: a trace reads thousands of nodes this way."""

@@ -20,6 +20,7 @@ then exit.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -52,6 +53,8 @@ BOOTSTRAP = PACKAGE + "import gradcheck.engine.worker; gradcheck.engine.worker.m
 ZYGOTE = PACKAGE + "import gradcheck.engine.worker; gradcheck.engine.worker.zygote(sys.argv[2])"
 #: seconds a worker forked by the zygote waits to become the grader's child
 ADOPTION = 5.0
+#: allocations between two collections of the youngest generation in a worker (Python's: 700)
+YOUNG = 10_000
 
 
 def pack(message: dict[str, Any]) -> bytes:
@@ -81,6 +84,12 @@ def main(config_json: str) -> None:
     keyrings.new_session()  # its session keys go with it, not into the grader's
     config.update(job)
     path = Path(config["submission"])
+    # A collection of the youngest objects every YOUNG allocations, not every 700: a request on
+    # a deep graph keeps thousands of nodes alive while it builds them, and Python's default
+    # walked them over and over (a trace of 6,000 nodes took twice as long, BENCHMARKS.md).
+    # Garbage in cycles waits a little longer, a few megabytes at most. Set before the import:
+    # an engine that sets its own thresholds keeps them.
+    gc.set_threshold(YOUNG, *gc.get_threshold()[1:])
     try:
         engine = load_submission(path)
     except BaseException as exc:  # SyntaxError, SystemExit, KeyboardInterrupt: "cannot import"
@@ -89,6 +98,7 @@ def main(config_json: str) -> None:
         _flush()
         channel.send({"import_error": record})
         os._exit(0)
+    gc.freeze()  # what the import made lives as long as the worker: no collection walks it
     _flush()
     channel.send({"ready": True})
     phase = "import"

@@ -34,7 +34,7 @@ from gradcheck.bank.tolerances import Tolerance
 from gradcheck.grading.chain_rule import Edge, Walk, WalkError, trace_request, walk
 from gradcheck.grading.compare import Grading, point_text
 from gradcheck.grading.digits import number_text, pair_text
-from gradcheck.program.language import Program, parse
+from gradcheck.program.language import Program, known
 from gradcheck.program.ops import BINARY, OPS, SELECT, UNARY
 from gradcheck.program.session import WARNINGS, parse_expect
 
@@ -312,7 +312,7 @@ def _adds_up() -> Steps[bool]:
     """Whether the submission adds up the gradients of a value used twice when both of its
     consumers run before it (`_TWO_USES`)."""
     source, right = _TWO_USES
-    reply = yield {"kind": "gradients", "program": parse(source, {"x": None}).spec(),
+    reply = yield {"kind": "gradients", "program": known(source, {"x": None}).spec(),
                    "points": [{"x": 1.0}], "requires_grad": ["x"]}
     if not isinstance(reply, dict) or reply["results"][0]["error"]:
         return False
@@ -423,7 +423,7 @@ def alone_request(w: Walk, nodes: Sequence[int]) -> dict[str, Any]:
             backward["gradient"] = probe_gradient(node.size)
         steps.append({"backward": backward,
                       "expect": [f"grad.i{k}_{e.slot}" for e in w.edges(c)]})
-    program = parse("\n".join(lines), inputs)
+    program = known("\n".join(lines), inputs)
     return {"kind": "behaviour", "program": program.spec(), "point": point,
             "requires_grad": list(inputs), "steps": steps}
 

@@ -204,18 +204,29 @@ def spec_program(spec: Mapping[str, Any]) -> Program:
     """Rebuild a program from :meth:`Program.spec`. Remembered: the grader and the worker each
     check every request's program, several requests a program, and a looped one unrolls to
     thousands of nodes (a Program is frozen, so sharing one is safe)."""
-    key = _spec_key(spec["source"], spec["inputs"], spec["output"])
+    return known(spec["source"], spec["inputs"], spec["output"])
+
+
+def known(source: str, inputs: Mapping[str, int | None], output: str | None = None) -> Program:
+    """`parse(source, inputs, output)`, remembered as :func:`spec_program`'s are: the feedback
+    of failed checks builds the same small programs again and again (one operation alone, for
+    every check that blames it; a random program at one point after another, as it shrinks)."""
+    key = _spec_key(source, inputs, output)
     program = _KNOWN.get(key)
     if program is None:
-        program = remember(parse(spec["source"], spec["inputs"], spec["output"]))
+        program = _keep(key, remember(parse(source, inputs, output)))
     return program
 
 
 def remember(program: Program) -> Program:
     """Keep `program` for :func:`spec_program` (the oldest of many is forgotten)."""
+    return _keep(_spec_key(program.source, program.inputs, program.output_name), program)
+
+
+def _keep(key: tuple[Any, ...], program: Program) -> Program:
     if len(_KNOWN) >= MAX_KNOWN:
         del _KNOWN[next(iter(_KNOWN))]
-    _KNOWN[_spec_key(program.source, program.inputs, program.output_name)] = program
+    _KNOWN[key] = program
     return program
 
 
