@@ -7,7 +7,8 @@ jax each time); then an answer key of the bank at that grading's seed is built i
 every later grading takes torch's and jax's answers from it, so that a grading after a save
 costs only the submission's own work; all that is loaded then is put out of the collector's
 reach (`settle`); and while it waits for a change, the next grading's worker
-interpreters are started, so that only the import of the submission is left of them. What
+interpreters are started, and they compile the submission as soon as a save is seen, so that
+only running it is left of their start. What
 changed in points is printed as soon as every score is known, and the report once the feedback
 of the failed checks is worked out (`Grader.give_feedback`). Every grading uses the first one's
 seed, so that a change in points is a change in the submission, never in the sampled points.
@@ -96,7 +97,8 @@ def run(args: argparse.Namespace, bank: Bank, chosen: Selection, grade: Grade,
         while True:
             _say(out, f"watching {args.submission} for changes (Ctrl-C stops)")
             _prestart(args, bank)
-            seen, changed = _wait_for_change(submission, chosen, seen)
+            seen, changed = _wait_for_change(submission, chosen, seen,
+                                             lambda: _precompile(args, submission))
             started = time.monotonic()
             if any(path.name.endswith(SUFFIX) for path in changed):
                 try:  # an exercise changed: read the bank again
@@ -139,6 +141,14 @@ def _prestart(args: argparse.Namespace, bank: Bank) -> None:
         sides = {details_shown(exercise) for exercise in bank.exercises}
         sandbox.prestart(2 * len(sides), args.worker_python or sys.executable,
                          [e.program.spec() for e in bank.exercises if details_shown(e)])
+
+
+def _precompile(args: argparse.Namespace, submission: Path) -> None:
+    """Have the interpreters started ahead compile the submission as it is now, while the
+    save settles (`gradcheck.engine.sandbox.precompile`): a worker's import then has only to
+    run it."""
+    if args.worker_user is None:
+        sandbox.precompile([path.resolve() for path in _submission_files(submission)])
 
 
 def _key(bank: Bank, seed: int | None, path: Path, out: TextIO) -> answer_key.Key | None:
@@ -205,10 +215,12 @@ def _stamps(files: list[Path]) -> dict[Path, tuple[int, int]]:
     return stamps
 
 
-def _wait_for_change(submission: Path, chosen: Selection, seen: dict[Path, tuple[int, int]]
+def _wait_for_change(submission: Path, chosen: Selection, seen: dict[Path, tuple[int, int]],
+                     changing: Callable[[], None] = lambda: None
                      ) -> tuple[dict[Path, tuple[int, int]], set[Path]]:
     """Poll until a file watched changes and then stays the same for SETTLE seconds: the new
-    stamps, and the files added, removed or changed."""
+    stamps, and the files added, removed or changed. `changing()` is called once a change is
+    seen, before the wait for the writing to settle."""
     bank = set(exercise_files(chosen.paths))
     own = {path: stamp for path, stamp in seen.items() if path not in bank}
     looks = 0
@@ -220,6 +232,7 @@ def _wait_for_change(submission: Path, chosen: Selection, seen: dict[Path, tuple
         now = _snapshot(submission, chosen)
         if now == seen:
             continue
+        changing()
         patience = time.monotonic() + EMPTIED
         while True:  # let the writing finish
             time.sleep(SETTLE)

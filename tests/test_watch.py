@@ -25,8 +25,8 @@ from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.bank.selection import Selection
 from gradcheck.engine import sandbox
 from gradcheck.engine.sandbox import Worker
-from gradcheck.watch import (EMPTIED, SETTLE, _prestart, _snapshot, _wait_for_change, changes,
-                             settle)
+from gradcheck.watch import (EMPTIED, SETTLE, _precompile, _prestart, _snapshot, _wait_for_change,
+                             changes, settle)
 
 sys.path.insert(0, str(Path(__file__).parent / "engines"))
 import mutant  # noqa: E402  (tests/engines: the reference engine with a bug put in)
@@ -91,7 +91,7 @@ def test_the_watch_decodes_its_keys_answers_before_the_first_save(tmp_path, monk
 
     monkeypatch.setattr(watch, "settle", lambda: None)  # the test's collector stays its own
     monkeypatch.setattr(watch, "_prestart", lambda args, bank: None)
-    monkeypatch.setattr(watch, "_wait_for_change", lambda submission, chosen, seen: (seen, set()))
+    monkeypatch.setattr(watch, "_wait_for_change", lambda submission, chosen, seen, changing: (seen, set()))
     args = argparse.Namespace(submission="reference", seed=5, key=str(key), oracles=None,
                               strict=False)
     chosen = Selection([bank])
@@ -224,6 +224,38 @@ def test_the_interpreters_started_ahead_parse_no_hidden_exercise(tmp_path):
     finally:
         sandbox.discard_spares()
     assert sandbox._SPARES == []
+
+
+def test_the_interpreters_started_ahead_compile_a_save_and_run_only_what_is_saved(tmp_path):
+    """While a save settles, the interpreters started ahead compile the submission's files
+    (`watch._precompile`): a worker whose files are still those bytes imports them compiled, its
+    helper module too; a file saved again after that is compiled anew, and what runs is what is
+    saved. Nothing of the submission runs before a worker's start."""
+    package = tmp_path / "engine"
+    package.mkdir()
+    ran = tmp_path / "ran"
+    (package / "__init__.py").write_text(
+        f"from .helper import NAME\nopen({str(ran)!r}, 'a').write(NAME)\n"
+        f"import sys\nsys.path.append({str(Path(__file__).parent / 'engines')!r})\n"
+        "from tiny import *\n")
+    (package / "helper.py").write_text("NAME = 'first'\n")
+    options = argparse.Namespace(worker_user=None, worker_python=None)
+    try:
+        for saved, helper, compiled in (("first", None, 2), ("second", "NAME = 'second'\n", 1)):
+            sandbox.prestart(1)
+            time.sleep(2.0)  # started: it compiles as soon as it is told
+            _wait_for_change(package, Selection([]), {}, lambda: _precompile(options, package))
+            time.sleep(1.0)  # two small files compiled
+            if helper is not None:  # saved again once compiled ahead
+                (package / "helper.py").write_text(helper)
+            assert not ran.exists()  # compiled, not run
+            with Worker(package, import_timeout=10) as worker:
+                reply = worker.request({"kind": "inspect"}, timeout=10)
+                assert isinstance(reply, dict) and worker.precompiled == compiled
+            assert ran.read_text() == saved
+            ran.unlink()
+    finally:
+        sandbox.discard_spares()
 
 
 @pytest.mark.parametrize("edited", ["engine.py", "bank/product.exercise.yaml", "helper.py"])

@@ -4,8 +4,9 @@ Started by :mod:`gradcheck.engine.sandbox` as `python -s -P -B -c BOOTSTRAP GRAD
 CONFIG`, or forked by a zygote started as `... ZYGOTE ...` (`zygote`), which then runs `main` as
 the new process would. It talks over a private socket (an inherited file descriptor) in frames:
 a 4-byte big-endian length, then a JSON object. The first frame it receives names the submission, its
-limits and the modules it may not import; it imports nothing of the submission's before that
-frame. stdin is empty and stdout/stderr go to files the grader reads, so nothing the submission
+limits and the modules it may not import (an interpreter started ahead may first be sent the
+bank's programs to parse, and the submission's files to compile: compiling runs none of their
+code); it imports nothing of the submission's before that frame. stdin is empty and stdout/stderr go to files the grader reads, so nothing the submission
 prints can pass for a reply. The worker never receives an expected value.
 
 Where the engine is (a phase of `gradcheck.engine.handler.PHASES`, so that a timeout can say "in
@@ -21,6 +22,7 @@ then exit.
 from __future__ import annotations
 
 import gc
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -31,7 +33,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 from gradcheck.engine import handler, keyrings, run, wire
@@ -55,6 +57,9 @@ ZYGOTE = PACKAGE + "import gradcheck.engine.worker; gradcheck.engine.worker.zygo
 ADOPTION = 5.0
 #: allocations between two collections of the youngest generation in a worker (Python's: 700)
 YOUNG = 10_000
+#: the files, and bytes a file, an interpreter started ahead compiles of a submission
+MAX_AHEAD_FILES = 100
+MAX_AHEAD = 1 << 20
 
 
 def pack(message: dict[str, Any]) -> bytes:
@@ -74,8 +79,12 @@ def main(config_json: str) -> None:
     # The submission and the limits come in the first frame: a worker may be started ahead,
     # before the submission is saved (gradcheck.engine.sandbox.prestart).
     job = channel.receive()
-    if job is not None and "warm" in job:  # while it waits: the bank's programs, parsed ahead
-        _parse_ahead(job["warm"])
+    compiled: dict[str, tuple[bytes, CodeType]] = {}
+    while job is not None and ("warm" in job or "compile" in job):  # while it waits
+        if "warm" in job:  # the bank's programs, parsed ahead
+            _parse_ahead(job["warm"])
+        else:  # the submission as saved, compiled ahead (sandbox.precompile)
+            compiled = _compile_ahead(job["compile"])
         job = channel.receive()
     if job is None:  # the grader discarded it unused
         os._exit(0)
@@ -90,6 +99,7 @@ def main(config_json: str) -> None:
     # Garbage in cycles waits a little longer, a few megabytes at most. Set before the import:
     # an engine that sets its own thresholds keeps them.
     gc.set_threshold(YOUNG, *gc.get_threshold()[1:])
+    used = _use_compiled(compiled)
     try:
         engine = load_submission(path)
     except BaseException as exc:  # SyntaxError, SystemExit, KeyboardInterrupt: "cannot import"
@@ -100,7 +110,7 @@ def main(config_json: str) -> None:
         os._exit(0)
     gc.freeze()  # what the import made lives as long as the worker: no collection walks it
     _flush()
-    channel.send({"ready": True})
+    channel.send({"ready": True, "precompiled": len(used)})
     phase = "import"
 
     def progress(name: str) -> None:
@@ -214,6 +224,43 @@ def _parse_ahead(specs: list[dict[str, Any]]) -> None:
             language.spec_program(spec)
         except Exception:  # noqa: BLE001 - the request that sends it says what is wrong
             continue
+
+
+def _compile_ahead(paths: list[str]) -> dict[str, tuple[bytes, CodeType]]:
+    """Each file of `paths` (a regular file of at most MAX_AHEAD bytes), compiled as the import
+    would compile it, with the bytes it was compiled from; a file that cannot be read or
+    compiled is left to the import, which says what is wrong with it."""
+    compiled = {}
+    for name in paths[:MAX_AHEAD_FILES]:
+        try:
+            with open(name, "rb") as f:
+                data = f.read(MAX_AHEAD + 1)
+            if len(data) <= MAX_AHEAD:
+                compiled[name] = (data, compile(data, name, "exec", dont_inherit=True))
+        except Exception:  # noqa: BLE001 - SyntaxError, a file removed: the import's to say
+            continue
+    return compiled
+
+
+def _use_compiled(compiled: dict[str, tuple[bytes, CodeType]]) -> set[str]:
+    """Have the import take a module's code from `compiled` when the source it reads is the
+    bytes that code was compiled from (the same code the import would compile), else compile
+    it as ever. The names of the modules that took it are added to the set returned."""
+    used: set[str] = set()
+    if not compiled:
+        return used
+    loader = importlib.machinery.SourceFileLoader
+    compile_source = loader.source_to_code
+
+    def source_to_code(self: Any, data: bytes, path: str, *, _optimize: int = -1) -> CodeType:
+        kept = compiled.get(path)
+        if kept is not None and kept[0] == data and _optimize == -1:
+            used.add(path)
+            return kept[1]
+        return compile_source(self, data, path, _optimize=_optimize)
+
+    loader.source_to_code = source_to_code  # type: ignore[method-assign]
+    return used
 
 
 def load_submission(path: Path) -> ModuleType:
