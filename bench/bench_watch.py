@@ -5,7 +5,8 @@ bundled bank: this checkout against the code before (`--before REV`, run from a 
 A copy of the reference engine is watched by each (`gradcheck grade engine.py --watch --seed
 1`, its stdout read line by line). Once both watch, each file is saved `rounds` times, alternately
 with a bug in `__mul__` (feedback and all) and fixed again, the two watches taking turns, so that
-both meet the same load. Per save, from the moment the file is written: the time to the line
+both meet the same load, each save PAUSE seconds after the last report. Per save, from the
+moment the file is written: the time to the line
 that ends the changes in points ("(scored ...)", printed once every score is known; the code
 before prints them after the report), the time until the process says it watches again (the
 whole report printed, the feedback of failed checks in it), and the CPU time of the watch
@@ -37,6 +38,10 @@ REFERENCE = ROOT / "reference" / "__init__.py"
 MUL_BUG = ("return g * _val(node._b),", "return g * node._a._value,")  # tests/engines/mutant.py
 #: main just before the watch's workers started ahead and its feedback after the scores
 BEFORE = "0a9d869"
+#: seconds between a watch's last report and the next save (of either watch): a student reads
+#: the report before saving again, and meanwhile the interpreters each watch starts ahead for
+#: its next grading are up, not starting while the other watch grades
+PAUSE = 1.0
 
 
 class Watch:
@@ -121,6 +126,7 @@ def run(rounds: int = 6, cold_runs: int = 3, before: str | None = BEFORE) -> dic
             saves: dict[str, list[dict[str, Any]]] = {label: [] for label in watches}
             for number in range(rounds):
                 for label, watch in watches.items():
+                    time.sleep(PAUSE)
                     saves[label].append({"case": "bug" if number % 2 == 0 else "fixed",
                                          **watch.save(bad if number % 2 == 0 else good)})
         finally:
