@@ -5,6 +5,7 @@ import argparse
 import gc
 import io
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -230,7 +231,8 @@ def test_the_interpreters_started_ahead_compile_a_save_and_run_only_what_is_save
     """While a save settles, the interpreters started ahead compile the submission's files
     (`watch._precompile`): a worker whose files are still those bytes imports them compiled, its
     helper module too; a file saved again after that is compiled anew, and what runs is what is
-    saved. Nothing of the submission runs before a worker's start."""
+    saved. Nothing of the submission runs before a worker's start, and a FIFO among its files
+    holds nothing up."""
     package = tmp_path / "engine"
     package.mkdir()
     ran = tmp_path / "ran"
@@ -239,6 +241,7 @@ def test_the_interpreters_started_ahead_compile_a_save_and_run_only_what_is_save
         f"import sys\nsys.path.append({str(Path(__file__).parent / 'engines')!r})\n"
         "from tiny import *\n")
     (package / "helper.py").write_text("NAME = 'first'\n")
+    os.mkfifo(package / "pipe.py")  # never imported; opened, it would wait for a writer
     options = argparse.Namespace(worker_user=None, worker_python=None)
     try:
         for saved, helper, compiled in (("first", None, 2), ("second", "NAME = 'second'\n", 1)):

@@ -28,6 +28,7 @@ import json
 import os
 import resource
 import signal
+import stat
 import struct
 import sys
 import time
@@ -232,8 +233,11 @@ def _compile_ahead(paths: list[str]) -> dict[str, tuple[bytes, CodeType]]:
     compiled is left to the import, which says what is wrong with it."""
     compiled = {}
     for name in paths[:MAX_AHEAD_FILES]:
-        try:
-            with open(name, "rb") as f:
+        try:  # never waiting: a FIFO named like a module would hold the worker's start
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+            with open(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
                 data = f.read(MAX_AHEAD + 1)
             if len(data) <= MAX_AHEAD:
                 compiled[name] = (data, compile(data, name, "exec", dont_inherit=True))
