@@ -3,11 +3,12 @@
 Started by :mod:`gradcheck.engine.sandbox` as `python -s -P -B -c BOOTSTRAP GRADCHECK_DIR
 CONFIG`, or forked by a zygote started as `... ZYGOTE ...` (`zygote`), which then runs `main` as
 the new process would. It talks over a private socket (an inherited file descriptor) in frames:
-a 4-byte big-endian length, then a JSON object. The first frame it receives names the submission, its
-limits and the modules it may not import (an interpreter started ahead may first be sent the
-bank's programs to parse, and the submission's files to compile: compiling runs none of their
-code); it imports nothing of the submission's before that frame. stdin is empty and stdout/stderr go to files the grader reads, so nothing the submission
-prints can pass for a reply. The worker never receives an expected value.
+a 4-byte big-endian length, then a JSON object. The first frame it receives names the
+submission, its limits and the modules it may not import (an interpreter started ahead may
+first be sent the bank's programs to parse, and the submission's files to compile: compiling
+runs none of their code); it imports nothing of the submission's before that frame. stdin is
+empty and stdout/stderr go to files the grader reads, so nothing the submission prints can pass
+for a reply. The worker never receives an expected value.
 
 Where the engine is (a phase of `gradcheck.engine.handler.PHASES`, so that a timeout can say "in
 backward()") is written, on each change, to a file the grader reads when it needs it, not sent.
@@ -96,7 +97,7 @@ def main(config_json: str) -> None:
     path = Path(config["submission"])
     # A collection of the youngest objects every YOUNG allocations, not every 700: a request on
     # a deep graph keeps thousands of nodes alive while it builds them, and Python's default
-    # walked them over and over (a trace of 6,000 nodes took twice as long, BENCHMARKS.md).
+    # walked them over and over (deep-recurrence's trace took 61 ms, not 44, BENCHMARKS.md).
     # Garbage in cycles waits a little longer, a few megabytes at most. Set before the import:
     # an engine that sets its own thresholds keeps them.
     gc.set_threshold(YOUNG, *gc.get_threshold()[1:])
@@ -249,7 +250,7 @@ def _compile_ahead(paths: list[str]) -> dict[str, tuple[bytes, CodeType]]:
 def _use_compiled(compiled: dict[str, tuple[bytes, CodeType]]) -> set[str]:
     """Have the import take a module's code from `compiled` when the source it reads is the
     bytes that code was compiled from (the same code the import would compile), else compile
-    it as ever. The names of the modules that took it are added to the set returned."""
+    it as ever. The paths of the files that took it are added to the set returned."""
     used: set[str] = set()
     if not compiled:
         return used
