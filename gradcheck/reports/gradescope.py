@@ -45,9 +45,10 @@ MAX_SUMMARY = 100_000
 def results_json(report: GradeReport, *, incomplete: str = "") -> dict[str, Any]:
     """The results.json document for `report`; `incomplete` says why results may be missing."""
     limit = max(100, min(MAX_SHOWN, MAX_TESTS_OUTPUT // max(len(report.results), 1)))
-    checks = [r for exercise in by_exercise(report) for r in exercise.checks]
+    exercises = by_exercise(report)
+    checks = [r for exercise in exercises for r in exercise.checks]
     tests = [_test(r, f"{i}.{j}", limit)
-             for i, exercise in enumerate(by_exercise(report), start=1)
+             for i, exercise in enumerate(exercises, start=1)
              for j, r in enumerate(exercise.checks, start=1)]
     _add_tables(tests, checks)
     return {
