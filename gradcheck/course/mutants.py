@@ -219,6 +219,15 @@ BEHAVIOUR = (
             "x.detach() returns x itself, so gradients still flow through the detached value.",
             "an exercise that uses x.detach() in the program and checks the gradients",
             ("Tensor.detach", "return self._like(_values(self))", "return self")),
+    _mutant("reduction-of-0d-returns-self",
+            "sum() and mean() of a 0-d tensor return the tensor itself: the value is right, but "
+            "the result is a leaf with no grad_fn where torch makes a SumBackward0 (MeanBackward0) "
+            "node.",
+            "an exercise that sums a 0-d leaf and checks the result's grad_fn (a graph check)",
+            ("Tensor.sum", "return _reduce(SumBackward0, self)",
+             "return self if isinstance(self, Scalar) else _reduce(SumBackward0, self)"),
+            ("Tensor.mean", "return _reduce(MeanBackward0, self)",
+             "return self if isinstance(self, Scalar) else _reduce(MeanBackward0, self)")),
     _mutant("implicit-seed-for-vectors",
             "backward() on a vector without gradient= seeds every element with 1 instead of "
             "raising torch's error.",
