@@ -486,6 +486,36 @@ def test_with_an_answer_key_the_check_uses_finite_differences_and_the_reference(
     assert check.author_notes == ["compared with finite differences, the reference engine"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["live", "keyed", "keyed, feedback later"])
+def test_a_grade_says_when_the_program_it_shows_passes_in_a_worker_of_its_own(tmp_path,
+                                                                           mixed_bank, mode):
+    """As `gradcheck fuzz` does, the check runs the program it shows again in a worker where
+    nothing ran before: an engine that fails only once earlier programs have run (a tape that
+    fills up) is told the program passes there; an engine wrong on the program alone is not.
+    Also when the shrinking waits for the feedback (`grade_bank(feedback_later=True)`)."""
+    from gradcheck.bank.loader import load_bank
+    from gradcheck.grading import answer_key
+    from gradcheck.grading.grader import Grader
+
+    options = {"seed": 3}
+    if mode != "live":
+        options["key"] = tmp_path / "key.json"
+        answer_key.build(load_bank([mixed_bank]), 3, options["key"])
+    stateful = tmp_path / "stateful.py"
+    stateful.write_text(STATEFUL.format(engines=str(ENGINES)))
+    for engine, alone in ((stateful, True), (mutant_file(tmp_path, "tanh-forgets-square"), False)):
+        with Grader(engine, **options) as grader:
+            later = mode.endswith("later")
+            report = grader.grade_bank(load_bank([mixed_bank]), feedback_later=later)
+            if later:
+                grader.give_feedback(report)
+        check = next(r for r in report.results if r.check == "random_programs")
+        assert check.status == "failed" and check.message.count("The smallest program") == 1
+        assert (fuzzing.NOT_ALONE in check.message) is alone, check.message
+        assert ("the tape is full" in check.message) is alone
+
+
 def test_a_missing_piece_costs_the_check_that_draws_its_form_and_is_named_first(tmp_path):
     """Probing by use: without reflected operators, a check whose operations draw `2 + x`
     fails, its message starting with the form that needs the missing piece and its

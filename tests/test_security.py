@@ -995,6 +995,31 @@ def test_a_shown_worker_after_a_withheld_one_is_forked_by_a_new_zygote():
         workers.close()
 
 
+def test_a_fresh_worker_of_the_shown_side_starts_only_before_the_withheld_side_does():
+    """The new worker that runs a visible random programs check's smallest program alone
+    (`Workers.fresh`) is forked beside the shown side's worker, by the same zygote, and is
+    refused once a worker of the withheld side has started."""
+    from gradcheck.grading.workers import Workers
+
+    exercises = {e.id: e for e in load_bank(bundled.bank_dir()).exercises}
+    hidden, shown = exercises["nothing-tracked"], exercises["chain-rule-z"]
+    workers = Workers(ENGINES / "tiny.py", {})
+    try:
+        current = workers.for_exercise(shown, True)
+        current.request({"kind": "inspect"}, timeout=10)
+        fresh = workers.fresh()
+        assert fresh is not None
+        with fresh:
+            assert fresh.request({"kind": "inspect"}, timeout=10) == current.request(
+                {"kind": "inspect"}, timeout=10)
+            assert fresh.pid != current.pid
+        assert workers.for_exercise(shown, True) is current  # the side's worker goes on
+        workers.for_exercise(hidden, False).request({"kind": "inspect"}, timeout=10)
+        assert workers.fresh() is None
+    finally:
+        workers.close()
+
+
 @as_another_user
 @pytest.mark.slow
 def test_hardened_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(

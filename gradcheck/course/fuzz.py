@@ -108,13 +108,6 @@ def _alone(path: Path, args: argparse.Namespace, result: fuzzing.Search) -> bool
                                   result.found, result.oracles)
 
 
-#: what `summary` adds when the shrunk program passes in a worker of its own
-NOT_ALONE = ("In a worker of its own, where no program ran before it, this program passes: it "
-             "fails only after the programs tried before it, so your engine keeps something "
-             "from one program to the next (a global tape, a cache, a counter). Look for state "
-             "that outlives a backward(); the program above is where it showed, not its cause.")
-
-
 def rerun(args: argparse.Namespace, at_seed: int) -> str:
     """The `gradcheck fuzz` command that draws the same programs: the seed, and each option
     that changes what is drawn where it is not the default."""
@@ -134,7 +127,7 @@ def summary(result: fuzzing.Search, at_seed: int, command: str, alone: bool = Tr
              f"(behaviour with {fuzzing.ORACLE_LABELS[result.behaviour_oracle]})")
     lines = []
     if result.found:
-        lines += [result.found.describe(), *([] if alone else ["", NOT_ALONE]), "",
+        lines += [result.found.describe(), *([] if alone else ["", fuzzing.NOT_ALONE]), "",
                   f"gradcheck fuzz: found a {result.found.kind} difference after {tried}",
                   f"run again with: {command}"]
     else:

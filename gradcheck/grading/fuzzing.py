@@ -219,6 +219,13 @@ def search(ask: Ask, *, at_seed: int, examples: int = 200, ops: Sequence[str] | 
                   judge.behaviour_oracle, state["stopped"])
 
 
+#: what a finding's message adds when its program passes in a worker of its own (`reproduces`)
+NOT_ALONE = ("In a worker of its own, where no program ran before it, this program passes: it "
+             "fails only after the programs tried before it, so your engine keeps something "
+             "from one program to the next (a global tape, a cache, a counter). Look for state "
+             "that outlives a backward(); the program above is where it showed, not its cause.")
+
+
 def reproduces(ask: Ask, found: Finding, oracles: Sequence[str],
                tolerance: Tolerances = Tolerances()) -> bool:
     """Whether `found` still differs on the engine `ask` reaches: a fresh worker, where no

@@ -26,7 +26,7 @@ import time
 import traceback
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from gradcheck import oracles
 from gradcheck.oracles import second_order
@@ -34,7 +34,7 @@ from gradcheck.bank import bundled
 from gradcheck.bank.loader import Bank, load_bank
 from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
-from gradcheck.bank.tolerances import Tolerance
+from gradcheck.bank.tolerances import Tolerance, Tolerances
 from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Failure
 from gradcheck.grading import (
@@ -63,6 +63,9 @@ from gradcheck.grading.plan import (
 from gradcheck.grading.results import CheckResult, GradeReport
 from gradcheck.grading.workers import Workers, details_shown
 from gradcheck.program.ops import CREATE_GRAPH_CALL
+
+if TYPE_CHECKING:  # imported where a check asks for it: it brings hypothesis
+    from gradcheck.grading import fuzzing
 
 DEFAULT_MEMORY_MB = 1024
 #: seconds a whole submission's grading may take (`--total-timeout`): past it, every check left
@@ -450,8 +453,13 @@ class Grader:
         notes = [f"compared with {result.oracle_text}"]
         found = result.found
         if found is not None:
-            def said(finding: fuzzing.Finding) -> str:
-                return _with_hint(finding.describe(), exercise, "random_programs")
+            def said(finding: fuzzing.Finding, final: bool = True) -> str:
+                """The finding's message; of the program it ends at (`final`), also whether
+                that program passes alone."""
+                alone = final and self._passes_alone(exercise, finding, result.oracles,
+                                                      options["tolerance"], budget.seconds)
+                text = finding.describe() + (f"\n\n{fuzzing.NOT_ALONE}" if alone else "")
+                return _with_hint(text, exercise, "random_programs")
 
             later = None
             if result.resume is not None:  # feedback later: the finding is shrunk then
@@ -462,7 +470,8 @@ class Grader:
                     return said(final or found), {}
 
                 later = Later(spare, give=shrunk)
-            return Outcome("failed", said(found), notes, found.blocked_by, later)
+            return Outcome("failed", said(found, final=later is None), notes, found.blocked_by,
+                           later)
         if result.stopped:
             return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
                                      f"{check.count} random programs", notes)
@@ -470,6 +479,23 @@ class Grader:
         return Outcome("passed", f"{'all' if many else 'the'} {result.examples} random "
                                  f"program{'s match' if many else ' matches'} "
                                  f"{result.oracle_text}", notes)
+
+    def _passes_alone(self, exercise: Exercise, finding: fuzzing.Finding,
+                      oracles: Sequence[str], tolerance: Tolerances, seconds: float) -> bool:
+        """Whether the program a random programs check found passes in a worker of its own,
+        where no program ran before it (`fuzzing.reproduces`, as `gradcheck fuzz` asks): then
+        the engine keeps something from one program to the next, and the message says so
+        rather than point at a program the student would see pass. Asked for a visible
+        exercise only, and not once a worker of the withheld side has started
+        (`Workers.fresh`); of the fresh worker only whether the program differed is kept."""
+        from gradcheck.grading import fuzzing
+
+        fresh = self.workers.fresh() if self.shown(exercise) else None
+        if fresh is None:
+            return False
+        with fresh:
+            return not fuzzing.reproduces(lambda request: fresh.request(request, seconds),
+                                          finding, oracles, tolerance)
 
     def _replay_ask(self, exercise: Exercise, budget: _Budget) -> Callable[[dict[str, Any]], Any]:
         """How a random programs check asks the engine: a keyed replay's requests, as long as

@@ -68,6 +68,18 @@ class Workers:
         self._exercises.add(exercise.id)
         return self._worker
 
+    def fresh(self) -> Worker | None:
+        """A new worker of the shown side beside the current one, forked by the same zygote, in
+        which nothing has run: for a question whose answer must not depend on what the engine
+        ran before (`Grader._passes_alone`). None once a worker of the withheld side has
+        started: what that one left could reach it. The caller closes it; nothing it says is
+        kept, only what the caller makes of its replies."""
+        if self.withheld_started:
+            return None
+        worker = Worker(self._submission, **self._options)
+        worker.deadline = self.deadline
+        return worker
+
     def close(self) -> None:
         if self._worker is not None:
             self._retire()
