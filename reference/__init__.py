@@ -1022,7 +1022,8 @@ def _backward(roots: Sequence[Scalar], seeds: Sequence[Any], retain_graph: bool,
 
     The gradients are floats, or 0-d tensors built by the rules' ``graph`` (``graph=True``).
     Without ``wanted`` they accumulate into the leaves (``backward``); with it, the gradients
-    arriving at the ``wanted`` nodes are returned and no ``.grad`` changes (``grad``).
+    arriving at the ``wanted`` nodes are returned and no leaf's ``.grad`` changes (``grad``).
+    Either way a retained non-leaf the pass reaches gets its gradient, as torch's hook gives it.
     """
     grads: dict[Scalar, Any] = {}  # gradient arrived so far at each node, this pass
     for root, seed in zip(roots, seeds):
@@ -1037,10 +1038,9 @@ def _backward(roots: Sequence[Scalar], seeds: Sequence[Any], retain_graph: bool,
     for i, node in enumerate(order):
         g = grads.pop(node)
         op = node._op
-        if wanted is not None:
-            if node in wanted:
-                found[node] = g
-        elif node._grad is not None:
+        if wanted is not None and node in wanted:
+            found[node] = g
+        if node._grad is not None:
             _retain(node, g)
         if op.saves and node._freed():
             _fail(order, i, grads, retain_graph, wanted is None)
@@ -1060,11 +1060,13 @@ def _backward(roots: Sequence[Scalar], seeds: Sequence[Any], retain_graph: bool,
                 s = get(b)
                 grads[b] = gb if s is None else s + gb
     for leaf, g in grads.items():  # leaves, and with wanted the nodes where grad() stopped
-        if wanted is not None:
-            if leaf in wanted:
-                found[leaf] = g
-        elif leaf._op is AccumulateGrad:
-            _accumulate(leaf, g)
+        if wanted is None:
+            if leaf._op is AccumulateGrad:
+                _accumulate(leaf, g)
+        elif leaf in wanted:
+            found[leaf] = g
+            if leaf._op is not AccumulateGrad and leaf._grad is not None:
+                _retain(leaf, g)
     if not retain_graph:
         for node in order:
             if node._op.saves:
@@ -1168,7 +1170,8 @@ def tensor(data: Any, requires_grad: bool = False) -> Tensor:
 
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
          create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
-    """d(outputs)/d(inputs) as a tuple, like ``torch.autograd.grad``: no ``.grad`` changes.
+    """d(outputs)/d(inputs) as a tuple, like ``torch.autograd.grad``: no leaf's ``.grad``
+    changes, but a retained non-leaf the pass goes through gets its gradient, as in torch.
 
     ``grad_outputs`` are the seeds of non-scalar outputs; with ``create_graph`` the results have
     a history (``retain_graph`` then defaults to True); an input the outputs do not depend on

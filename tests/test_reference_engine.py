@@ -452,6 +452,48 @@ def test_retained_grads_accumulate_and_reset_like_torch():
     assert_same(script)
 
 
+def test_grad_fills_a_retained_non_leaf_it_passes_through_like_torch():
+    """grad() changes no leaf's .grad, but torch's retain_grad hook runs in it as in backward():
+    a retained non-leaf the pass reaches (on the way to an input, or an input itself) gets its
+    gradient, added to what it had; one off the way, or below an input, does not."""
+    def script(E: Any, log: Log) -> None:
+        x, a = E.tensor(3.0, requires_grad=True), E.tensor(2.0, requires_grad=True)
+        y = x * x
+        y.retain_grad()
+        z = y * 2
+        log.see("result", E.grad(z, x, retain_graph=True)[0].tolist())
+        log.see("on the way", grad_of(y))
+        E.grad(z, x, retain_graph=True)
+        log.see("added", grad_of(y))
+        log.see("leaf", grad_of(x))
+        log.see("input", E.grad(z, y, retain_graph=True)[0].tolist())
+        log.see("input retained", grad_of(y))
+        z.backward()
+        log.see("then backward", grad_of(y))
+        off = a * a
+        off.retain_grad()
+        E.grad(off * 2 + x * 3, x)
+        log.see("off the way", grad_of(off))
+        below = x * 4
+        below.retain_grad()
+        above = below * 2
+        E.grad(above * 3, above)
+        log.see("below an input", grad_of(below))
+        v = E.tensor([1.0, 2.0], requires_grad=True)
+        w = v * v
+        w.retain_grad()
+        E.grad(w[0] * 3, v)
+        log.see("vector, one element", grad_of(w))
+        q = x * a
+        q.retain_grad()
+        (g,) = E.grad(q * q, x, create_graph=True)
+        for label, t in (("create_graph result", g), ("create_graph retained", q.grad)):
+            # the operations inside a gradient's history are torch's internals: not compared
+            log.see(label, (t.tolist(), t.requires_grad, t.is_leaf))
+
+    assert_same(script)
+
+
 def test_grad_assignment_accepts_tensors_and_refuses_wrong_types_and_sizes():
     def script(E: Any, log: Log) -> None:
         x = E.tensor(3.0, requires_grad=True)

@@ -192,9 +192,9 @@ BEHAVIOUR = (
             "Every intermediate value keeps its .grad, as if retain_grad() had been called on "
             "each one.",
             "an exercise that reads .grad of a non-leaf without retain_grad()",
-            ("_backward", "        elif node._grad is not None:\n            _retain(node, g)\n",
-             "        else:\n            kept = node._grad\n"
-             "            node._grad = kept + g if type(kept) is float else g\n")),
+            ("_backward", "        if node._grad is not None:\n            _retain(node, g)\n",
+             "        kept = node._grad\n"
+             "        node._grad = kept + g if type(kept) is float else g\n")),
     _mutant("retain-grad-ignored",
             "retain_grad() does nothing, so a non-leaf never gets a .grad.",
             "an exercise that calls retain_grad() on an intermediate value and reads its .grad",
