@@ -1021,6 +1021,23 @@ def test_a_fresh_worker_of_the_shown_side_starts_only_before_the_withheld_side_d
 
 
 @as_another_user
+def test_no_fresh_worker_beside_a_worker_of_another_user():
+    """A worker of a user of its own begins by ending every process of that user: a fresh one
+    beside it would end it, so there is none."""
+    from gradcheck.grading.workers import Workers
+
+    shown = next(e for e in load_bank(bundled.bank_dir()).exercises if e.id == "chain-rule-z")
+    workers = Workers(ENGINES / "tiny.py", {"user": UID, "python": PYTHON})
+    try:
+        worker = workers.for_exercise(shown, True)
+        assert not isinstance(worker.request({"kind": "inspect"}, timeout=30), Failure)
+        assert workers.fresh() is None
+        assert not isinstance(worker.request({"kind": "inspect"}, timeout=30), Failure)
+    finally:
+        workers.close()
+
+
+@as_another_user
 @pytest.mark.slow
 def test_hardened_no_word_of_a_worker_that_saw_a_hidden_exercise_reaches_the_student(
         tmp_path, capsys):

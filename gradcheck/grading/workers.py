@@ -72,9 +72,10 @@ class Workers:
         """A new worker of the shown side beside the current one, forked by the same zygote, in
         which nothing has run: for a question whose answer must not depend on what the engine
         ran before (`Grader._passes_alone`). None once a worker of the withheld side has
-        started: what that one left could reach it. The caller closes it; nothing it says is
-        kept, only what the caller makes of its replies."""
-        if self.withheld_started:
+        started (what that one left could reach it), and for workers of a user of their own,
+        whose start ends every process of that user, the current worker's too. The caller
+        closes it; nothing it says is kept, only what the caller makes of its replies."""
+        if self.withheld_started or self._options.get("user") is not None:
             return None
         worker = Worker(self._submission, **self._options)
         worker.deadline = self.deadline
