@@ -453,11 +453,11 @@ class Grader:
         notes = [f"compared with {result.oracle_text}"]
         found = result.found
         if found is not None:
-            def said(finding: fuzzing.Finding, final: bool = True) -> str:
-                """The finding's message; of the program it ends at (`final`), also whether
-                that program passes alone."""
-                alone = final and self._passes_alone(exercise, finding, result.oracles,
-                                                      options["tolerance"], budget.seconds)
+            def said(finding: fuzzing.Finding, run_alone: bool = True) -> str:
+                """The finding's message; of the program it ends at (`run_alone`), also
+                whether that program passes alone."""
+                alone = run_alone and self._passes_alone(exercise, finding, result.oracles,
+                                                         options["tolerance"], budget.seconds)
                 text = finding.describe() + (f"\n\n{fuzzing.NOT_ALONE}" if alone else "")
                 return _with_hint(text, exercise, "random_programs")
 
@@ -470,8 +470,8 @@ class Grader:
                     return said(final or found), {}
 
                 later = Later(spare, give=shrunk)
-            return Outcome("failed", said(found, final=later is None), notes, found.blocked_by,
-                           later)
+            return Outcome("failed", said(found, run_alone=later is None), notes,
+                           found.blocked_by, later)
         if result.stopped:
             return Outcome("failed", f"timed out: {result.stopped}, after {result.examples} of "
                                      f"{check.count} random programs", notes)
