@@ -1622,6 +1622,58 @@ def test_memory_left_in_closed_files_and_segments_counts_and_is_removed(hog, use
         assert set(_segments_of(user or os.geteuid())) <= segments
 
 
+
+def _may_unshare() -> bool:
+    """Whether this machine lets a process make a user and a mount namespace of its own."""
+    return shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "-Urm", "true"], capture_output=True).returncode == 0
+
+
+_NAMESPACED_HOG = """
+import os, subprocess, sys, time
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor
+
+
+def backward(self, *args, **kwargs):
+    os.mkdir("m")
+    fill = ("mount -t tmpfs -o size=1g none m && i=0 && while [ $i -lt 200 ]; do "
+            "head -c 1000000 /dev/zero > m/f$i; i=$((i+1)); done; echo filled; sleep 60")
+    hog = subprocess.Popen({command!r} + ["sh", "-c", fill], stdout=subprocess.PIPE)
+    hog.stdout.readline()
+    time.sleep(30)
+
+
+Tensor.backward = backward
+"""
+
+
+@pytest.mark.skipif(not _may_unshare(), reason="needs unshare and user namespaces")
+@pytest.mark.parametrize("mount", ["a namespace of its own", "the grader's namespace"])
+def test_memory_in_a_filesystem_the_worker_mounts_counts(mount, tmp_path):
+    """A tmpfs the worker mounts, filled with files of 1 MB (under RLIMIT_FSIZE) and closed, is
+    counted by the poll alone (where no cgroup can be made): one mounted in a mount namespace
+    of its own (`unshare -Urm`, which a user namespace lets any user do), which the grader's
+    table of mounts never lists, and, for a worker that may mount (root), one mounted in the
+    grader's namespace after the worker started. Found by a red team: the first held 600 MB
+    under a limit of 128 MB."""
+    if mount == "the grader's namespace" and os.geteuid() != 0:
+        pytest.skip("only root mounts in the grader's namespace")
+    command = ["unshare", "-Urm"] if mount == "a namespace of its own" else []
+    submission = tmp_path / "mounting_hog.py"
+    submission.write_text(_NAMESPACED_HOG.format(engines=str(ENGINES), command=command))
+    worker = Worker(submission, import_timeout=10, memory_mb=128, use_cgroup=False)
+    try:
+        reply = worker.request(ONE_POINT, timeout=40)
+        assert isinstance(reply, Failure) and reply.kind == "memory", reply
+        assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
+    finally:
+        mounted = worker._dir / "home" / "m"
+        if os.path.ismount(mounted):  # in the grader's namespace: it outlives the worker
+            subprocess.run(["umount", "-l", str(mounted)], check=False)
+        worker.close()
+
+
 _KEYS = """
 import ctypes, sys
 sys.path.append({engines!r})

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import stat
-from typing import Callable, Iterable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 from gradcheck.engine import keyrings, trees
 
@@ -45,12 +46,12 @@ _IPC_KINDS: dict[str, tuple[str, Callable[[dict[str, str]], int],
 SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/run/lock", "/var/lock")
 
 
-def memory_mounts() -> list[str]:
-    """The mount points of the memory filesystems a process may write to (not read-only)."""
+def memory_mounts(table: str = "/proc/self/mounts") -> list[str]:
+    """The mount points of the memory filesystems a process may write to (not read-only), as
+    the mount `table` lists them (another process's: /proc/PID/mounts)."""
     found = []
     try:
-        with open("/proc/self/mounts", "rb") as f:
-            lines = f.read().splitlines()
+        lines = read_whole(table).splitlines()
     except OSError:
         return found
     for line in lines:
@@ -74,13 +75,8 @@ class Held:
         self.user = user
         self.own = own
         self.home = home  # the worker's home, which is the Worker's to remove
-        self.mounts = memory_mounts()
-        self._devices = set()
-        for point in self.mounts:
-            try:
-                self._devices.add(os.stat(point).st_dev)
-            except OSError:
-                pass
+        self._table = _MOUNTS.version()
+        self._read_mounts()
         #: the user's files and their sizes as last walked, and the mounts' usage before that walk
         self._sizes: dict[tuple[int, int], int] = {}
         self._growth = 0
@@ -94,10 +90,17 @@ class Held:
     def bytes(self, pids: Iterable[int]) -> int:
         """Bytes held outside the pages of the processes `pids`: every memfd and file of a memory
         filesystem they hold open, every file of the user in a memory filesystem (less its size
-        before), and the user's System V segments no process has attached (an attached one is
-        in its PSS), message queues and semaphore sets. Each file is counted once."""
+        before), every memory filesystem mounted in a mount namespace of theirs, all of it, and
+        the user's System V segments no process has attached (an attached one is in its PSS),
+        message queues and semaphore sets. Each file is counted once."""
+        pids = list(pids)
+        if _MOUNTS.version() != self._table:  # mounted or unmounted since: walk what is there now
+            self._table = _MOUNTS.version()
+            self._read_mounts()
+            self._usage = None
         walked, total = self._walked()
         total += sum(self._grown(key, size) for key, size in self._open(pids) if key not in walked)
+        total += self._namespaced(pids)
         return total + sum(size for kind, ident, size, attached in self._ipc()
                            if (kind, ident) not in self._ipc_before and not attached)
 
@@ -125,6 +128,45 @@ class Held:
         self._keys.remove()
 
     # --- finding -----------------------------------------------------------------------------
+
+    def _read_mounts(self) -> None:
+        """The memory filesystems of this process's mount namespace, and their devices."""
+        self.mounts = memory_mounts()
+        self._devices = set()
+        for point in self.mounts:
+            try:
+                self._devices.add(os.stat(point).st_dev)
+            except OSError:
+                pass
+
+    def _namespaced(self, pids: list[int]) -> int:
+        """Bytes used in the memory filesystems mounted in a mount namespace of the processes
+        `pids` other than this process's (`unshare -m`, which a user namespace lets any user
+        do): no folder this process walks holds them, so each is counted whole, once, through
+        /proc/PID/root: what statvfs says is used, or where it keeps no count, its walk."""
+        own = _namespace("self")
+        seen = set(self._devices)
+        total = 0
+        for pid in pids:
+            where = _namespace(pid)
+            if where is None or where == own:
+                continue
+            for point in memory_mounts(f"/proc/{pid}/mounts"):
+                path = f"/proc/{pid}/root{point}"
+                try:
+                    device = os.stat(path).st_dev
+                    info = os.statvfs(path)
+                except OSError:  # gone meanwhile, or not ours to read
+                    continue
+                if device in seen:
+                    continue
+                seen.add(device)
+                if info.f_blocks and info.f_files:
+                    total += ((info.f_blocks - info.f_bfree) * info.f_frsize
+                              + (info.f_files - info.f_ffree) * INODE)
+                else:
+                    total += sum(size for _, _, size in self._walk(path, device, None))
+        return total
 
     def _walked(self) -> tuple[dict[tuple[int, int], int], int]:
         """The size of each file and folder of the user in the memory filesystems, and what they
@@ -275,6 +317,46 @@ def _usage(mounts: list[str]) -> tuple[tuple[int, int], ...] | None:
             return None
         usage.append((info.f_blocks - info.f_bfree, info.f_files - info.f_ffree))
     return tuple(usage)
+
+
+class _MountTable:
+    """Whether this process's table of mounts changed: the kernel marks /proc/self/mounts with
+    a priority event at each mount or unmount (proc(5)), so a poll of it costs no read of the
+    table. Opened anew in a forked process: a change one process polled is not polled again by
+    another through the same open file."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._file: BinaryIO | None = None
+        self._watch = select.poll()
+        self._changes = 0
+
+    def version(self) -> int:
+        """A number that is different after every change of the table since the last call."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._watch = select.poll()
+            try:
+                self._file = open("/proc/self/mounts", "rb")
+                self._watch.register(self._file, select.POLLPRI)
+            except OSError:  # no poll to be had: taken as changed at every call
+                self._file = None
+            self._changes += 1
+        if self._file is None or self._watch.poll(0):
+            self._changes += 1
+        return self._changes
+
+
+_MOUNTS = _MountTable()
+
+
+def _namespace(pid: int | str) -> tuple[int, int] | None:
+    """The mount namespace of a process, or None when it is gone or cannot be read."""
+    try:
+        info = os.stat(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _size(info: os.stat_result) -> int:
