@@ -1,6 +1,7 @@
 """Memory a worker holds outside its processes' pages, which no RSS, PSS or RLIMIT_DATA shows:
 files in memory filesystems (tmpfs, devtmpfs, ramfs: /dev/shm, /run, a tmpfs /tmp), open or
-written and closed, memfds, and System V shared memory, message queues and semaphore sets.
+written and closed, memfds, memory filesystems it mounts (in a mount namespace of its own too),
+and System V shared memory, message queues and semaphore sets.
 `Held` finds it for the grader's poll and removes it when the worker stops, with the keys the
 worker added to its keyrings (`gradcheck.engine.keyrings`); for a worker of a user of its own,
 with every file of that user in the folders anyone may write (`SHARED_FOLDERS`), where it could
