@@ -113,6 +113,22 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
     },
     # The protocol lets .grad be a number or a list of numbers: nothing is lost.
     "odd_grad_as_float": {},
+    # Flags kept as numpy bools are torch's answers all the same: nothing is lost.
+    "odd_numpy_flags": {},
+    # A vector gradient whose tolist() gives a numpy array is not a list of floats: the checks
+    # that read it lose, and the message says what came back (the engine raised nothing).
+    "odd_numpy_grads": {
+        "grad-starts-none": (0.0, {
+            "behaviour": "step 2, `z.backward()` (grad-starts-none.exercise.yaml:21): after it, "
+                         "v.grad is not readable (v.grad.tolist() is a numpy.ndarray, not a "
+                         "number or a list of numbers) in your engine; torch gives [1.0, 1.0]",
+        }),
+        "select-elements": (0.0, {
+            check: "your engine's `v.grad` gave what the protocol does not allow: "
+                   "v.grad.tolist() is a numpy.ndarray, not a number or a list of numbers"
+            for check in ("gradients", "sampled", "answers")
+        }),
+    },
     # float32 gradients are a real difference (the protocol asks for float64), but no operation
     # is blamed: each message says it is the precision.
     "odd_float32_grads": {

@@ -28,6 +28,14 @@ def type_name(obj: Any) -> str:
     return type.__dict__["__name__"].__get__(type(obj))
 
 
+def type_label(obj: Any) -> str:
+    """`obj`'s class as a message names it: with its module unless it is a builtin, so that
+    numpy's bool reads `numpy.bool` and not a `bool` that is not True or False."""
+    module = type.__dict__["__module__"].__get__(type(obj))
+    name = type_name(obj)
+    return name if module == "builtins" or type(module) is not str else f"{module}.{name}"
+
+
 def error_record(exc: BaseException, phase: str) -> dict[str, str]:
     """`{"type", "message", "phase"}` of an exception, as plain strings."""
     try:
@@ -63,10 +71,10 @@ def plain_numbers(x: Any, what: str, suffix: str = "") -> float | list[float]:
         items = list(base.__iter__(x))
         for i, item in enumerate(items):
             if not _is_number(item):
-                raise ProtocolError(f"element {i} of {what}{suffix} is a {type_name(item)}, "
+                raise ProtocolError(f"element {i} of {what}{suffix} is a {type_label(item)}, "
                                     "not a number")
         return [_number(item) for item in items]
-    raise ProtocolError(f"{what}{suffix} is a {type_name(x)}, not a number or a list of numbers")
+    raise ProtocolError(f"{what}{suffix} is a {type_label(x)}, not a number or a list of numbers")
 
 
 def plain_value(t: Any, what: str) -> float | list[float]:
@@ -87,16 +95,19 @@ def plain_grad(g: Any, what: str) -> float | list[float] | None:
         g = g.clone()  # torch's efficient zeros (a second derivative) refuse tolist() until copied
     tolist = getattr(g, "tolist", None)
     if not callable(tolist):
-        raise ProtocolError(f"backward left {what}.grad as a {type_name(g)}; it should be None, "
+        raise ProtocolError(f"backward left {what}.grad as a {type_label(g)}; it should be None, "
                             "a tensor, a number or a list of numbers")
     return plain_numbers(tolist(), what, ".grad.tolist()")
 
 
 def plain_flag(x: Any, what: str) -> bool:
-    """`requires_grad` or `is_leaf`: exactly True or False."""
-    if type(x) is not bool:
-        raise ProtocolError(f"{what} is a {type_name(x)}, not True or False")
-    return x
+    """`requires_grad` or `is_leaf`: True or False, or numpy's bool of either (an engine that
+    keeps its flags in numpy gives the same answer as torch)."""
+    if type(x) is bool:
+        return x
+    if type_label(x) in ("numpy.bool", "numpy.bool_"):
+        return x.item() is True
+    raise ProtocolError(f"{what} is a {type_label(x)}, not True or False")
 
 
 def plain_grad_fn(fn: Any, what: str) -> str | None:
@@ -105,7 +116,7 @@ def plain_grad_fn(fn: Any, what: str) -> str | None:
         return None
     name = fn.name()
     if not issubclass(type(name), str):
-        raise ProtocolError(f"{what}.grad_fn.name() returned a {type_name(name)}, not a str")
+        raise ProtocolError(f"{what}.grad_fn.name() returned a {type_label(name)}, not a str")
     return str.__str__(name)[:MAX_NAME]
 
 

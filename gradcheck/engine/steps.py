@@ -17,6 +17,7 @@ from gradcheck.engine.run import (
     plain_numbers,
     plain_value,
     read_grad_field,
+    type_label,
     type_name,
 )
 from gradcheck.engine.wire import ProtocolError
@@ -129,7 +130,7 @@ def _step_grad(run: Run, program: Program, env: dict, args: Mapping[str, Any]) -
         kwargs["retain_graph"] = args["retain_graph"]
     results = run.engine.grad(target, inputs, **kwargs)
     if not issubclass(type(results), (tuple, list)) or len(results) != len(inputs):
-        raise ProtocolError(f"grad() returned a {type_name(results)}; it should return a tuple "
+        raise ProtocolError(f"grad() returned a {type_label(results)}; it should return a tuple "
                             f"with one gradient per input ({len(inputs)})")
     for name, result in zip(args["names"], results):
         env[name] = result

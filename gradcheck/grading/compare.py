@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from gradcheck.bank.tolerances import Tolerance, Tolerances, same
-from gradcheck.grading.digits import number_text
+from gradcheck.grading.digits import UNREADABLE, number_text
 from gradcheck.grading.uses import Use, describe
 from gradcheck.oracles import OracleResult, Skipped, as_batch, reached_inputs
 from gradcheck.program.language import Program
@@ -518,6 +518,14 @@ def _number(raw: Any, label: str) -> float:
     raise _ProtocolError(f"{label} should be a number, not {type(raw).__name__}")
 
 
+def _did(text: str) -> str:
+    """What the engine did at a point, from its `_error_text`: raised it, or, for the worker's
+    ProtocolError, gave what the protocol does not allow (the engine raised nothing)."""
+    if text.startswith(UNREADABLE + " "):
+        return "gave what the protocol does not allow " + text.removeprefix(UNREADABLE + " ")
+    return f"raised {text}"
+
+
 def _error_text(error: Any) -> str:
     if type(error) is not dict:
         return f"error: {str(error)[:200]}"
@@ -597,7 +605,7 @@ def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
     if use is not None and first.error:
         text = f"{use.sentence}\nfirst at {agreement.point_text(failed[0])}"
     elif first.error:
-        text = f"at {agreement.point_text(failed[0])}, the engine raised {first.error}"
+        text = f"at {agreement.point_text(failed[0])}, the engine {_did(first.error)}"
     else:
         text = str(first.mismatches[0])
     errors = agreement.distinct(i for i in failed if verdicts[i].error is not None)
@@ -670,7 +678,7 @@ def _author_notes(agreement: Agreement, disagreements: list[Disagreement],
                      + items[0].describe(agreement.point_text(items[0].point)))
     for i, text in errors.items():
         if not graded[i]:
-            notes.append(f"the engine raised {text} at {agreement.point_text(i)}, which is not "
+            notes.append(f"the engine {_did(text)} at {agreement.point_text(i)}, which is not "
                          "graded")
     if len(graded) and not graded.any():
         notes.append("no point was graded: choose points where the oracles agree, or set a "

@@ -44,6 +44,19 @@ def is_numeric(x: Any) -> bool:
                                                                   for v in x)
 
 
+#: the type of the error the worker records when an engine hands back what the protocol does
+#: not allow (a numpy array from tolist(), a flag that is not a bool): the engine raised nothing
+UNREADABLE = "ProtocolError"
+
+
+def raised_text(kind: Any, message: Any) -> str:
+    """What the engine did, to follow "your engine": raised `kind` with `message`'s first line,
+    or, for the worker's own ProtocolError, gave something the protocol does not allow."""
+    if kind == UNREADABLE:
+        return f"gave what the protocol does not allow: {first_line(str(message))}"
+    return f"raised {kind or 'Error'}: {first_line(str(message))}"
+
+
 def value_text(x: Any) -> str:
     """Anything read from an engine or torch: numbers by `number_text`, what reading raised
     (`{"error": record}`) as its type and the first line of its message, the rest by repr."""
@@ -51,6 +64,8 @@ def value_text(x: Any) -> str:
         return number_text(x)
     if isinstance(x, dict) and isinstance(x.get("error"), dict):
         error = x["error"]
+        if error.get("type") == UNREADABLE:
+            return f"not readable ({first_line(str(error.get('message', '')))})"
         return (f"an error (reading it raised {error.get('type', 'Error')}: "
                 f"{first_line(str(error.get('message', '')))})")
     return repr(x)

@@ -12,7 +12,7 @@ import numpy as np
 
 from gradcheck.bank.models import Exercise, Step
 from gradcheck.grading import compare, localise, uses
-from gradcheck.grading.digits import first_line, is_numeric, pair_text, value_text
+from gradcheck.grading.digits import first_line, is_numeric, pair_text, raised_text, value_text
 from gradcheck.program.language import Program
 from gradcheck.program.session import parse_expect
 
@@ -156,6 +156,6 @@ def _error_sentence(program: Program, during: str, error: Mapping[str, Any]) -> 
     use = uses.describe(program, error)
     if use is not None:
         return Verdict(use.sentence, use.piece if use.missing else "")
+    verb, _, said = raised_text(error.get("type"), error.get("message", "")).partition(": ")
     where = f" while {during}" if during else ""
-    return Verdict(f"your engine raised {error.get('type', 'Error')}{where}: "
-                   f"{first_line(str(error.get('message', '')))}")
+    return Verdict(f"your engine {verb}{where}: {said}")
