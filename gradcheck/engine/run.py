@@ -168,6 +168,8 @@ class Run:
         #: that should have the piece); an error is recorded with it, so the grader can say
         #: what was done (`2 ** x` needs `__rpow__`) and whether the piece is there at all.
         self.use: tuple[str, int | None, Any] | None = None
+        #: the classes of the tensors the engine's tensor() made in this request (`_engines`)
+        self._made: set[type] = set()
 
     def enter(self, phase: str) -> None:
         if phase != self.phase:
@@ -189,8 +191,20 @@ class Run:
             record["piece"] = piece
             if node is not None:
                 record["node"] = node
-            record["absent"] = owner is not None and not has(owner, piece)
+            record["absent"] = (owner is not None and self._engines(owner)
+                                and not has(owner, piece))
         return record
+
+    def _engines(self, owner: Any) -> bool:
+        """Whether `owner` is the engine, of a class its tensor() made, or of a class defined in
+        it: of anything else (a numpy array an operation on a numpy `.grad` gave) a missing
+        piece is not the engine's to write, and the error is said as raised, not as missing."""
+        if owner is self.engine or type(owner) in self._made:
+            return True
+        home = getattr(self.engine, "__name__", None)
+        module = type.__dict__["__module__"].__get__(type(owner))
+        return (type(home) is str and type(module) is str
+                and (module == home or module.startswith(home + ".")))
 
     def read(self, kind: str, obj: Any, name: str, node: int | None = None) -> Any:
         """A field of `obj` (grad, value, grad_fn, ...) read as plain data, as a use of it."""
@@ -220,6 +234,7 @@ class Run:
         for name in program.inputs:
             self.using("tensor", input_node(program, name), self.engine)
             made[name] = self.engine.tensor(floats(point[name]), requires_grad=name in grad)
+            self._made.add(type(made[name]))
         self.use = None
         return made
 
