@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from gradcheck.bank.tolerances import Tolerance, Tolerances, same
-from gradcheck.grading.digits import UNREADABLE, number_text
+from gradcheck.grading.digits import GAVE_UNREADABLE, UNREADABLE, number_text
 from gradcheck.grading.uses import Use, describe
 from gradcheck.oracles import OracleResult, Skipped, as_batch, reached_inputs
 from gradcheck.program.language import Program
@@ -522,7 +522,7 @@ def _did(text: str) -> str:
     """What the engine did at a point, from its `_error_text`: raised it, or, for the worker's
     ProtocolError, gave what the protocol does not allow (the engine raised nothing)."""
     if text.startswith(UNREADABLE + " "):
-        return "gave what the protocol does not allow " + text.removeprefix(UNREADABLE + " ")
+        return f"{GAVE_UNREADABLE} {text.removeprefix(UNREADABLE + ' ')}"
     return f"raised {text}"
 
 

@@ -47,13 +47,15 @@ def is_numeric(x: Any) -> bool:
 #: the type of the error the worker records when an engine hands back what the protocol does
 #: not allow (a numpy array from tolist(), a flag that is not a bool): the engine raised nothing
 UNREADABLE = "ProtocolError"
+#: what the engine did, then: said in place of "raised ..."
+GAVE_UNREADABLE = "gave what the protocol does not allow"
 
 
 def raised_text(kind: Any, message: Any) -> str:
     """What the engine did, to follow "your engine": raised `kind` with `message`'s first line,
     or, for the worker's own ProtocolError, gave something the protocol does not allow."""
     if kind == UNREADABLE:
-        return f"gave what the protocol does not allow: {first_line(str(message))}"
+        return f"{GAVE_UNREADABLE}: {first_line(str(message))}"
     return f"raised {kind or 'Error'}: {first_line(str(message))}"
 
 
