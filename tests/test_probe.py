@@ -338,7 +338,7 @@ def test_nan_and_infinities_pass_through():
     ([1.0, [2.0]], "element 1 of x is a list, not a number"),
     ([1.0, None], "element 1 of x is a NoneType, not a number"),
     ([0.0] * 100_001, "x has 100001 elements; at most 100000 are expected"),
-    (np.array([1.0]), "x is a ndarray, not a number or a list of numbers"),
+    (np.array([1.0]), "x is a numpy.ndarray, not a number or a list of numbers"),
 ])
 def test_anything_else_is_a_protocol_error_that_names_it(value, message):
     with pytest.raises(wire.ProtocolError) as caught:
