@@ -166,14 +166,16 @@ EXPECTED: dict[str, dict[str, tuple[float, dict[str, str]]]] = {
                        "1.0.",
         }),
     },
-    # The determinism probe: the same backward asked again gives another answer. Where the two
-    # orders differ only in the last bits of a sum (op-sub), the answers are the same within the
-    # check's tolerance, as each is torch's, and nothing is lost.
+    # The determinism probe, carried by an exercise's first gradient check: the same backward
+    # asked again gives another answer. The later checks are judged on their own answers:
+    # `sampled`, whose breadth-first calls are wrong, fails with what the probe found, not a
+    # diagnosis of yet another run; `answers`' one backward is a call in torch's order, right.
+    # Where the two orders differ only in the last bits of a sum (op-sub), the answers are the
+    # same within the check's tolerance, as each is torch's, and nothing is lost.
     "odd_set_order": {
-        "diamond-short-path-first": (0.0, {
+        "diamond-short-path-first": (1.25, {
             "gradients": _UNSTEADY.format("2.0", "-3.93995498", "dz/dx at x=0.5"),
             "sampled": _UNSTEADY.format("…", "…", "dz/dx at x=…"),
-            "answers": _UNSTEADY.format("8.0", "2.0", "dz/dx at x=0.0"),
         }),
     },
 }

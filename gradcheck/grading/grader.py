@@ -55,6 +55,7 @@ from gradcheck.grading.plan import (
     hessian_request,
     jax_modules,
     probe_request,
+    probed_check,
     sample_seed,
     search_options,
     torch_request,
@@ -157,6 +158,8 @@ class Grader:
         self._later: list[tuple[Exercise, CheckResult, Later]] = []
         #: the chain-rule walks' findings so far, by exercise and point (`localise.diagnose`)
         self._located: dict[str, dict[str, localise.Finding]] = {}
+        #: by exercise: what its determinism probe found ('' for nothing), once it has run
+        self._unsteady: dict[str, str] = {}
         self._feedback_later = False
         #: send the requests that follow a check's last one with it, as far as they are known
         #: (`_plan`), so that the worker answers them while this process judges the replies
@@ -238,6 +241,7 @@ class Grader:
             self._after_withheld.add(exercise.id)
         shares = score.check_points(exercise)
         budget = _Budget(self.timeout or exercise.timeout)
+        self._unsteady.pop(exercise.id, None)  # its probe runs again, in its first gradient check
         results = []
         for name, max_score in shares.items():
             started = time.monotonic()
@@ -274,7 +278,7 @@ class Grader:
         self._detail, self._check = {}, "gradients"
         budget = _Budget(self.timeout or exercise.timeout)
         outcome = self._gradients(exercise, "gradients", [point],
-                                  self._wanted(exercise, "gradients"), budget)
+                                  self._wanted(exercise, "gradients"), budget, probe=True)
         detail = {**self._detail, "point": dict(point)}
         if "found" not in detail and not detail.get("nondeterministic"):
             reply = self._ask(exercise, trace_request(exercise.program, point,
@@ -423,7 +427,7 @@ class Grader:
         if name in GRADIENT_CHECKS:
             points, jax_ahead = self._drawn(exercise, name)
             return self._gradients(exercise, name, points, self._wanted(exercise, name),
-                                   budget, jax_ahead)
+                                   budget, name == probed_check(exercise), jax_ahead)
         if name == "hessian":
             return self._hessian(exercise, budget)
         if name == "random_programs":
@@ -588,14 +592,15 @@ class Grader:
                 number += 1
 
     def _gradients(self, exercise: Exercise, check: str, points: list[dict[str, Any]],
-                   wanted: list[str], budget: _Budget, early: tuple[Future, int] | None = None
-                   ) -> Outcome:
+                   wanted: list[str], budget: _Budget, probe: bool,
+                   early: tuple[Future, int] | None = None) -> Outcome:
+        """A gradient check at `points`; `probe`: with the determinism probe (`probed_check`)."""
         program = exercise.program
         # The oracles work while the worker does: on two cores, neither waits for the other.
         expected = self._oracles_meanwhile(exercise, self._oracle_results, exercise,
                                        check, points, wanted, early)
-        probe = probe_request(exercise, points)
-        reply = self._ask(exercise, gradients_request(exercise, points), budget, then=[probe],
+        probing = [probe_request(exercise, points)] if probe else []
+        reply = self._ask(exercise, gradients_request(exercise, points), budget, then=probing,
                           last=self._feedback_waits(exercise))
         if isinstance(reply, Failure):
             return Outcome("failed", reply.message, [])
@@ -607,7 +612,13 @@ class Grader:
         feedback_shown = self.hidden_feedback or self.shown(exercise)
         # the probe is the check's last request unless its feedback asks for more now
         last = skipped or grading.passed or grading.float32 or self._feedback_waits(exercise)
-        unsteady = self._nondeterminism(exercise, probe, reply["results"][0], budget, last)
+        if probing:
+            self._unsteady[exercise.id] = self._nondeterminism(
+                exercise, probing[0], reply["results"][0], budget, last)
+        # Found by this check's probe, or by an earlier check's on the same program, where this
+        # one's answers are wrong too: a diagnosis would read yet another run.
+        unsteady = self._unsteady.get(exercise.id, "") if probing or not (
+            skipped or grading.passed) else ""
         if unsteady:
             self._detail = {"point": dict(points[0]), "nondeterministic": True}
             return Outcome("failed", _with_hint(f"{unsteady}\n{grading.message}", exercise, self._check),
@@ -843,8 +854,8 @@ class Grader:
             return (), True
         if name in GRADIENT_CHECKS:
             points = self._points(exercise, name)
-            return ((gradients_request(exercise, points), probe_request(exercise, points)),
-                    self._feedback_waits(exercise))
+            probing = (probe_request(exercise, points),) if name == probed_check(exercise) else ()
+            return (gradients_request(exercise, points), *probing), self._feedback_waits(exercise)
         if name == "hessian":
             return (hessian_request(exercise, self._points(exercise, name)),), True
         if name in ("graph", "behaviour"):

@@ -121,6 +121,13 @@ def probe_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str,
     return gradients_request(exercise, [points[0], points[0]])
 
 
+def probed_check(exercise: Exercise) -> str | None:
+    """The gradient check that carries the exercise's determinism probe: the first graded. One
+    probe a program: another at another point of the same program would find little the first
+    did not, and on a deep graph the probe costs twice what its check does."""
+    return next((name for name in exercise.checks.present() if name in GRADIENT_CHECKS), None)
+
+
 def hessian_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
     """The request of a `hessian` check at `points`."""
     return {"kind": "hessian", "program": exercise.program.spec(), "points": points,
