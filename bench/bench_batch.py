@@ -11,6 +11,9 @@ Side by side in one run, on a snapshot of the bundled bank:
    grade the exercises the code before can read (the bank has gained a few it cannot since),
    each with an answer key it built itself at the same seed (the key's format changed since);
    a check's own hint, which the code before does not know, is dropped from both's copy;
+   then one keyed grading's CPU in batch mode, the job slot's start left out: `grade-batch
+   -j 1` on 1 and on 1 + K copies of the reference engine (`--one-grading K`, default 10),
+   the difference over K, before and after taking turns;
 2. `--cluster N` submissions (default 200) graded by a `dask scheduler` and two `dask worker`
    processes of one thread each on 127.0.0.1, against `-j 2` on this machine (the overhead of
    the cluster), on the whole snapshot; the cluster's start is timed apart.
@@ -95,9 +98,10 @@ def build_key(bank: Path, key: Path, env: dict[str, str] | None = None) -> None:
                    capture_output=True, cwd=tempfile.gettempdir(), env=env)
 
 
-def long_lived(work: Path, bank: Path, before: str, rounds: int) -> dict[str, Any]:
+def long_lived(work: Path, bank: Path, before: str, rounds: int, extra: int) -> dict[str, Any]:
     """Figure 1: 50 submissions, -j 2, before and after, alternating, on the exercises of
-    `bank` that the code before can read, each with its own key."""
+    `bank` that the code before can read, each with its own key; and figure 1b unless
+    `extra` is 0."""
     old = checkout(before, work / "before",
                    ["gradcheck", "exercises", "reference", "examples", "pyproject.toml"])
     common = Path(shutil.copytree(bank, work / "common"))
@@ -119,7 +123,8 @@ def long_lived(work: Path, bank: Path, before: str, rounds: int) -> dict[str, An
             runs[label][-1]["scores"] = graded(out)
     first = {label: found[0]["scores"] for label, found in runs.items()}
     best = {label: min(found, key=lambda run: run["s"]) for label, found in runs.items()}
-    return {"submissions": 50, "before_rev": before,
+    one = one_grading(work, common, keys, envs, rounds, extra) if extra else {}
+    return {**one, "submissions": 50, "before_rev": before,
             "exercises_left_out": [Path(path).name for path in left_out],
             "scores_that_differ": sorted(name for name, score in first["after"].items()
                                          if first["before"].get(name) != score),
@@ -128,6 +133,31 @@ def long_lived(work: Path, bank: Path, before: str, rounds: int) -> dict[str, An
             "before_cpu_per_submission_s": min(r["cpu_s"] for r in runs["before"]) / 50,
             "after_cpu_per_submission_s": min(r["cpu_s"] for r in runs["after"]) / 50,
             "all_s": {label: [r["s"] for r in found] for label, found in runs.items()}}
+
+
+def one_grading(work: Path, bank: Path, keys: dict[str, Path], envs: dict[str, Any],
+                rounds: int, extra: int) -> dict[str, Any]:
+    """Figure 1b: the CPU of one keyed grading of the reference engine in batch mode, the job
+    slot's start left out: `grade-batch -j 1` on one copy and on 1 + `extra` copies, before
+    and after taking turns; the difference over `extra`, best of the rounds."""
+    folders = {}
+    for count in (1, 1 + extra):
+        folders[count] = work / f"copies-{count}"
+        folders[count].mkdir()
+        for i in range(count):
+            shutil.copytree(ROOT / "reference", folders[count] / f"student{i:03d}",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+    cpu: dict[str, list[float]] = {"before": [], "after": []}
+    for number in range(rounds):
+        for label, env in envs.items():
+            used = {count: timed(batch(folder, work / f"{label}-{count}-{number}", bank,
+                                       keys[label], "-j", "1"), env)["cpu_s"]
+                    for count, folder in folders.items()}
+            cpu[label].append((used[1 + extra] - used[1]) / extra)
+    return {"one_grading_extra": extra,
+            "before_cpu_per_grading_s": min(cpu["before"]),
+            "after_cpu_per_grading_s": min(cpu["after"]),
+            "all_cpu_per_grading_s": cpu}
 
 
 def cluster(work: Path, bank: Path, key: Path, count: int) -> dict[str, Any]:
@@ -172,7 +202,7 @@ def cluster(work: Path, bank: Path, key: Path, count: int) -> dict[str, Any]:
 
 
 def run(count: int = 200, rounds: int = 1, before: str = BEFORE,
-        leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+        leave_out: tuple[str, ...] = (), extra: int = 10) -> dict[str, Any]:
     """Both figures, as plain data; `leave_out`: folders of the bank left out of the snapshot."""
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         work = Path(tmp)
@@ -182,7 +212,7 @@ def run(count: int = 200, rounds: int = 1, before: str = BEFORE,
         figures: dict[str, Any] = {"cpus": len(os.sched_getaffinity(0)),
                                    "load_average_before": os.getloadavg(),
                                    "left_out": list(leave_out),
-                                   "long_lived": long_lived(work, bank, before, rounds)}
+                                   "long_lived": long_lived(work, bank, before, rounds, extra)}
         print(json.dumps(figures["long_lived"]), file=sys.stderr, flush=True)  # while it runs on
         figures["load_average_between"] = os.getloadavg()
         if count:
@@ -201,6 +231,9 @@ if __name__ == "__main__":
     parser.add_argument("--before", default=BEFORE, help="the revision to compare with")
     parser.add_argument("--leave-out", action="append", default=[], metavar="FOLDER",
                         help="a folder of the bundled bank to leave out (repeatable)")
+    parser.add_argument("--one-grading", type=int, default=10, metavar="K",
+                        help="copies of the reference over one that measure a single grading's "
+                             "CPU in batch mode (0: skip it)")
     arguments = parser.parse_args()
     print(json.dumps(run(arguments.cluster, arguments.rounds, arguments.before,
-                         tuple(arguments.leave_out)), indent=2))
+                         tuple(arguments.leave_out), arguments.one_grading), indent=2))

@@ -235,6 +235,29 @@ def test_what_an_operation_gave_from_elsewhere_is_never_a_piece_the_engine_lacks
     }
 
 
+def test_the_probe_runs_once_a_program_with_the_first_gradient_check(monkeypatch):
+    """The probe, the same backward twice more at one point, goes with the exercise's first
+    gradient check only: `gradients` where there is one, else `sampled`."""
+    from gradcheck.bank.bundled import reference_path
+    from gradcheck.engine import sandbox
+
+    asked: list[dict] = []
+    real = sandbox.Worker.request
+    monkeypatch.setattr(sandbox.Worker, "request",
+                        lambda worker, request, *args, **kwargs:
+                        asked.append(request) or real(worker, request, *args, **kwargs))
+    paths = [next(bank_dir().glob(f"*/{name}.exercise.yaml"))
+             for name in ("diamond-short-path-first", "sgd-one-weight")]
+    report = gradcheck.grade(reference_path(), paths, seed=SEED)
+    assert report.score == report.max_score
+    gradients = [r for r in asked if r["kind"] == "gradients"]
+    probes = [r for r in gradients if len(r["points"]) == 2 and r["points"][0] == r["points"][1]]
+    # diamond: gradients, its probe, sampled, answers; sgd-one-weight: sampled, its probe, answers
+    assert len(gradients) == 7 and probes == [gradients[1], gradients[5]]
+    assert probes[0]["points"][0] == gradients[0]["points"][0]
+    assert probes[1]["points"][0] == gradients[4]["points"][0]
+
+
 def test_the_probe_tells_a_difference_only_beyond_the_checks_tolerance():
     from gradcheck.bank.tolerances import Tolerance, Tolerances
     from gradcheck.grading.grader import _unsteady
