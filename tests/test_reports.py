@@ -370,6 +370,21 @@ def test_a_shared_lead_that_introduces_a_program_takes_the_program_with_it():
     assert "Hint" not in "\n".join(lines)
 
 
+def test_leads_that_differ_only_in_a_variables_name_are_one_cause():
+    """An engine whose `.grad` is a numpy array fails alike wherever a vector's gradient is
+    read, whatever the variable is called: one cause, not one per name."""
+    said = ("your engine's `{0}.grad` gave what the protocol does not allow: "
+            "{0}.grad.tolist() is a numpy.ndarray, not a number or a list of numbers")
+    report = GradeReport(submission="e.py", seed=7, results=[
+        result(f"ex{i}", "gradients", "failed", 0.0, 1.0, said.format(name))
+        for i, name in enumerate(["v", "w", "weights", "v"])] + [
+        result(f"other{i}", "answers", "failed", 0.0, 1.0, f"{name} should be {value}")
+        for i, (name, value) in enumerate([("x", 1), ("y", 1), ("x", 2)])])
+    causes = root_causes(report)
+    assert [(len(cause.checks), cause.lead) for cause in causes] == [(4, said.format("v"))]
+    assert render_terminal(report).splitlines()[1] == "  1. 4 checks fail the same way (4 points)."
+
+
 def test_the_reproduction_command_is_the_last_line():
     assert render_terminal(make_report()).splitlines()[-1] == (
         "Reproduce: gradcheck grade student/engine.py --seed 1234")

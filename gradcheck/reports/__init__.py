@@ -239,10 +239,15 @@ def lead(message: str) -> str:
     return "\n".join(lines[:end + 1])
 
 
+#: A name whose attribute is read, as in `v.grad`: leads that differ only in such names say one
+#: thing of different variables (`v.grad` and `w.grad` giving a numpy array), one cause.
+_OWNER = re.compile(r"\b[A-Za-z_]\w*(?=\.[A-Za-z_])")
+
+
 def root_causes(report: GradeReport, show_hidden: bool = False) -> list[RootCause]:
     """The failed checks grouped by what blocks them, the most points first: by their
     `blocked_by`, else by the place of the engine their feedback found at fault, else by a lead
-    that at least SHARED checks have. Only checks whose details are shown take part, so that no
+    that at least SHARED checks have, but for the names whose attributes it reads (`_OWNER`). Only checks whose details are shown take part, so that no
     hidden exercise is described by the group either; and only failed ones: a check gradcheck
     could not grade, or a broken exercise file, is nothing for the student to fix."""
     groups: dict[tuple[str, str], list[CheckResult]] = {}
@@ -250,7 +255,7 @@ def root_causes(report: GradeReport, show_hidden: bool = False) -> list[RootCaus
         if r.status == "failed" and details_shown(r, show_hidden) and r.message.strip():
             key = (("piece", r.blocked_by) if r.blocked_by else
                    ("fault", r.detail["cause"]) if r.detail.get("cause") else
-                   ("lead", lead(r.message)))
+                   ("lead", _OWNER.sub("…", lead(r.message))))
             groups.setdefault(key, []).append(r)
     causes = [RootCause(what if kind == "piece" else "", checks,
                         what if kind == "fault" else "")
