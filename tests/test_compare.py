@@ -308,6 +308,31 @@ def test_an_engine_error_fails_every_point_where_something_is_graded():
     assert "1 more point where the engine raised; 2 of 2 points failed" in grading.message
 
 
+def test_a_value_the_protocol_does_not_allow_is_counted_apart_from_what_the_engine_raised():
+    """A numpy array where a list of floats goes is a value the engine gave, not an error it
+    raised; a check that fails only for such values is `unreadable` (no hint on the maths)."""
+    program = parse("z = x * x", {"x": None})
+    points = [{"x": 1.0}, {"x": 2.0}, {"x": 3.0}]
+    results = compute(program, points, ["x"])
+    gave = {"type": "ProtocolError", "phase": "backward",
+            "message": "x.grad.tolist() is a numpy.ndarray, not a number or a list of numbers"}
+    raised = {"type": "RuntimeError", "message": "boom", "phase": "backward"}
+
+    def graded(*errors):
+        return grade(program, points, ["x"], results,
+                     [{"value": None, "grads": {}, "error": error} for error in errors])
+
+    mixed = graded(gave, gave, raised)
+    assert mixed.message.startswith("at x=1.0, the engine gave what the protocol does not allow")
+    assert mixed.message.endswith(". 1 more point where the engine raised, 1 more point where it "
+                                  "gave what the protocol does not allow; 3 of 3 points failed")
+    assert not mixed.unreadable
+    alone = graded(gave, gave, gave)
+    assert alone.message.endswith(". 2 more points where it gave what the protocol does not "
+                                  "allow; 3 of 3 points failed") and alone.unreadable
+    assert not graded(raised, raised, raised).unreadable
+
+
 def test_an_engine_error_where_nothing_is_graded_is_only_noted_for_the_author():
     # relu(log(0)): numpy's relu of -inf is nan, torch's and jax's are 0, so the value is not
     # graded, and no gradient is asked for.

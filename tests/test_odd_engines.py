@@ -235,6 +235,17 @@ def test_what_an_operation_gave_from_elsewhere_is_never_a_piece_the_engine_lacks
     }
 
 
+@pytest.mark.slow
+def test_a_value_the_protocol_does_not_allow_gets_no_hint_on_the_maths():
+    """`.grad` a numpy array is a matter of types: the exercise's hint (how the gradient of a
+    sum reaches each weight) would send the student to the maths; a wrong gradient keeps it."""
+    paths = [next(bank_dir().glob("*/dot-product.exercise.yaml"))]
+    for engine, hinted in (("odd_numpy_grads", False), ("wrong_mul", True)):
+        report = gradcheck.grade(ENGINES / f"{engine}.py", paths, seed=SEED)
+        failed = [r.message for r in report.results if r.status == "failed"]
+        assert failed and all(("\nHint: " in message) == hinted for message in failed), engine
+
+
 def test_the_probe_runs_once_a_program_with_the_first_gradient_check(monkeypatch):
     """The probe, the same backward twice more at one point, goes with the exercise's first
     gradient check only: `gradients` where there is one, else `sampled`."""

@@ -380,6 +380,13 @@ class Grading:
         """No graded point failed (points the oracles could not judge never fail)."""
         return not any(v.status == "failed" for v in self.verdicts)
 
+    @property
+    def unreadable(self) -> bool:
+        """Every failed point is a value the protocol does not allow (a numpy array where a
+        list of floats goes): a matter of types, which a hint on the maths does not speak to."""
+        failed = [v.error for v in self.verdicts if v.status == "failed"]
+        return bool(failed) and all(error is not None and _unreadable(error) for error in failed)
+
 
     def count(self, status: str) -> int:
         return sum(v.status == status for v in self.verdicts)
@@ -521,9 +528,15 @@ def _number(raw: Any, label: str) -> float:
 def _did(text: str) -> str:
     """What the engine did at a point, from its `_error_text`: raised it, or, for the worker's
     ProtocolError, gave what the protocol does not allow (the engine raised nothing)."""
-    if text.startswith(UNREADABLE + " "):
+    if _unreadable(text):
         return f"{GAVE_UNREADABLE} {text.removeprefix(UNREADABLE + ' ')}"
     return f"raised {text}"
+
+
+def _unreadable(text: str) -> bool:
+    """Whether an `_error_text` is the worker's ProtocolError: a value the engine gave, not an
+    error it raised."""
+    return text.startswith(UNREADABLE + " ")
 
 
 def _error_text(error: Any) -> str:
@@ -608,12 +621,14 @@ def _student_message(agreement: Agreement, verdicts: list[PointVerdict],
         text = f"at {agreement.point_text(failed[0])}, the engine {_did(first.error)}"
     else:
         text = str(first.mismatches[0])
-    errors = agreement.distinct(i for i in failed if verdicts[i].error is not None)
     wrong = agreement.distinct_values((m.point, m.label) for m in mismatches)
     others = [f"{n} more wrong value{'s' * (n > 1)}" for n in [wrong - (not first.error)]
               if n > 0]
-    others += [f"{n} more point{'s' * (n > 1)} where the engine raised"
-               for n in [errors - bool(first.error)] if n > 0]
+    for gave, did in ((False, "the engine raised"), (True, f"it {GAVE_UNREADABLE}")):
+        alike = agreement.distinct(i for i in failed if verdicts[i].error is not None
+                                   and _unreadable(verdicts[i].error) == gave)
+        n = alike - (bool(first.error) and _unreadable(first.error) == gave)
+        others += [f"{n} more point{'s' * (n > 1)} where {did}"] if n > 0 else []
     if others:
         text += ". " + ", ".join(others)
     return text + (f"; {agreement.distinct(failed)} of {agreement.distinct(range(len(verdicts)))}"

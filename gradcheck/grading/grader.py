@@ -628,7 +628,8 @@ class Grader:
         if grading.passed:
             return Outcome("passed", grading.message, grading.author_notes)
         if grading.float32 or not feedback_shown:  # no operation is at fault, or none is named
-            return Outcome("failed", _with_hint(grading.message, exercise, self._check),
+            return Outcome("failed", _with_hint(grading.message, exercise, self._check,
+                                                grading.unreadable),
                            grading.author_notes, grading.blocked_by)
         spare = _Budget(budget.seconds)  # its own: feedback never costs a later check its time
         key = self.key
@@ -639,10 +640,11 @@ class Grader:
                 # torch's walk from the key, which a keyed grading never walks itself
                 None if key is None else lambda index: key.walk(exercise, check, points, index),
                 self._located.setdefault(exercise.id, {}))
-            return _with_hint(message, exercise, check), detail
+            return _with_hint(message, exercise, check, grading.unreadable), detail
 
         if self._feedback_later:
-            return Outcome("failed", _with_hint(grading.message, exercise, check),
+            return Outcome("failed", _with_hint(grading.message, exercise, check,
+                                                grading.unreadable),
                            grading.author_notes, grading.blocked_by,
                            Later(spare, steps=feedback))
         message, self._detail = localise.run(
@@ -745,8 +747,8 @@ class Grader:
                     for step in exercise.checks.behaviour.steps]
                 self._detail["step"] = found.step
         if found.message:
-            return Outcome("failed", _with_hint(found.message, exercise, self._check), [],
-                           found.blocked_by)
+            return Outcome("failed", _with_hint(found.message, exercise, self._check,
+                                                found.unreadable), [], found.blocked_by)
         return Outcome("passed", "", [])
 
     def _torch_record(self, exercise: Exercise, request: dict[str, Any]
@@ -1053,10 +1055,11 @@ def _unsteady(first: Any, again: Any, tol: Tolerance) -> tuple[str, str, str] | 
     return shown[0], shown[1], where
 
 
-def _with_hint(message: str, exercise: Exercise, check: str) -> str:
-    """The message and the check's own hint, or else the exercise's."""
+def _with_hint(message: str, exercise: Exercise, check: str, unreadable: bool = False) -> str:
+    """The message and the check's own hint, or else the exercise's; none after a value the
+    protocol does not allow (`unreadable`), a matter of types the hint does not speak to."""
     hint = getattr(getattr(exercise.checks, check, None), "hint", "") or exercise.hint
-    return f"{message}\nHint: {hint}" if hint else message
+    return f"{message}\nHint: {hint}" if hint and not unreadable else message
 
 
 def _behaviour_verdict(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise

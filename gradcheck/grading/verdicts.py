@@ -12,7 +12,14 @@ import numpy as np
 
 from gradcheck.bank.models import Exercise, Step
 from gradcheck.grading import compare, localise, uses
-from gradcheck.grading.digits import first_line, is_numeric, pair_text, raised_text, value_text
+from gradcheck.grading.digits import (
+    UNREADABLE,
+    first_line,
+    is_numeric,
+    pair_text,
+    raised_text,
+    value_text,
+)
 from gradcheck.program.language import Program
 from gradcheck.program.session import parse_expect
 
@@ -25,6 +32,9 @@ class Verdict(NamedTuple):
     message: str
     blocked_by: str = ""
     step: int = 0
+    #: the difference is a value the protocol does not allow, not a wrong one (no hint on the
+    #: maths speaks to it)
+    unreadable: bool = False
 
 
 def graph(torch: dict[str, Any], found: dict[str, Any], exercise: Exercise) -> Verdict:
@@ -83,7 +93,7 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
                                "nothing", step=number)
             said = _error_sentence(program, "", got["error"])
             return Verdict(f"{where}: torch raises nothing; {said.message}", said.blocked_by,
-                           number)
+                           number, said.unreadable)
         if want["error"] and want["error"]["type"] != got["error"]["type"]:
             return Verdict(f"{where}: torch raises {want['error']['type']}, your engine "
                            f"{got['error']['type']} ({first_line(got['error']['message'])})",
@@ -101,8 +111,14 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
                                   if f != e) else "")
                 return Verdict(f"{where}: after it, {localise.observation_name(item)} is "
                                f"{seen_text} in your engine; torch gives {expected_text}{single}",
-                               step=number)
+                               step=number, unreadable=_unreadable(seen))
     return Verdict("")
+
+
+def _unreadable(seen: Any) -> bool:
+    """Whether an observation is a value the protocol does not allow (`value_text`)."""
+    return isinstance(seen, dict) and isinstance(seen.get("error"), dict) \
+        and seen["error"].get("type") == UNREADABLE
 
 
 def _uses_gradient(step: Step, names: set[str]) -> bool:
@@ -154,8 +170,9 @@ def _error_sentence(program: Program, during: str, error: Mapping[str, Any]) -> 
     """What the engine raised, naming the use that failed when the record names one; blocked
     by that piece when the engine lacks it."""
     use = uses.describe(program, error)
+    unreadable = error.get("type") == UNREADABLE
     if use is not None:
-        return Verdict(use.sentence, use.piece if use.missing else "")
+        return Verdict(use.sentence, use.piece if use.missing else "", unreadable=unreadable)
     verb, _, said = raised_text(error.get("type"), error.get("message", "")).partition(": ")
     where = f" while {during}" if during else ""
-    return Verdict(f"your engine {verb}{where}: {said}")
+    return Verdict(f"your engine {verb}{where}: {said}", unreadable=unreadable)
