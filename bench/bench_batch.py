@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_grading import ROOT, SEED, snapshot, submissions
+from bench_grading import SEED, snapshot, submissions
 from code_before import checkout
 
 #: main just before the long-lived grader: a `gradcheck grade` process per submission
@@ -140,13 +140,8 @@ def one_grading(work: Path, bank: Path, keys: dict[str, Path], envs: dict[str, A
     """Figure 1b: the CPU of one keyed grading of the reference engine in batch mode, the job
     slot's start left out: `grade-batch -j 1` on one copy and on 1 + `extra` copies, before
     and after taking turns; the difference over `extra`, best of the rounds."""
-    folders = {}
-    for count in (1, 1 + extra):
-        folders[count] = work / f"copies-{count}"
-        folders[count].mkdir()
-        for i in range(count):
-            shutil.copytree(ROOT / "reference", folders[count] / f"student{i:03d}",
-                            ignore=shutil.ignore_patterns("__pycache__"))
+    folders = {count: submissions(work / f"copies-{count}", count, buggy=())
+               for count in (1, 1 + extra)}
     cpu: dict[str, list[float]] = {"before": [], "after": []}
     for number in range(rounds):
         for label, env in envs.items():

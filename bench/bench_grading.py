@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ROOT / "tests" / "engines"
@@ -128,12 +128,12 @@ def grading(bank: Path, key: Path, repeat: int) -> dict[str, Any]:
     }
 
 
-def submissions(folder: Path, count: int) -> Path:
-    """A folder of `count` submissions: the BUGGY engines, then copies of the reference."""
+def submissions(folder: Path, count: int, buggy: Sequence[str] = BUGGY) -> Path:
+    """A folder of `count` submissions: the `buggy` engines, then copies of the reference."""
     folder.mkdir()
-    for name in BUGGY:
+    for name in buggy:
         shutil.copy(ENGINES / f"{name}.py", folder / f"{name}.py")
-    for i in range(count - len(BUGGY)):
+    for i in range(count - len(buggy)):
         shutil.copytree(ROOT / "reference", folder / f"student{i:03d}",
                         ignore=shutil.ignore_patterns("__pycache__"))
     return folder

@@ -10,7 +10,7 @@ writes the found one as the expected one plus the difference, again in few digit
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 #: significant digits of a number in a message
 SIGNIFICANT = 10
@@ -51,6 +51,12 @@ UNREADABLE = "ProtocolError"
 GAVE_UNREADABLE = "gave what the protocol does not allow"
 
 
+def unreadable(error: Any) -> bool:
+    """Whether a worker's error record is its ProtocolError: a value the engine gave that the
+    protocol does not allow, not an error it raised."""
+    return isinstance(error, Mapping) and error.get("type") == UNREADABLE
+
+
 def raised_text(kind: Any, message: Any) -> str:
     """What the engine did, to follow "your engine": raised `kind` with `message`'s first line,
     or, for the worker's own ProtocolError, gave something the protocol does not allow."""
@@ -66,7 +72,7 @@ def value_text(x: Any) -> str:
         return number_text(x)
     if isinstance(x, dict) and isinstance(x.get("error"), dict):
         error = x["error"]
-        if error.get("type") == UNREADABLE:
+        if unreadable(error):
             return f"not readable ({first_line(str(error.get('message', '')))})"
         return (f"an error (reading it raised {error.get('type', 'Error')}: "
                 f"{first_line(str(error.get('message', '')))})")

@@ -613,12 +613,11 @@ class Grader:
         # the probe is the check's last request unless its feedback asks for more now
         last = skipped or grading.passed or grading.float32 or self._feedback_waits(exercise)
         if probing:
-            self._unsteady[exercise.id] = self._nondeterminism(
+            unsteady = self._unsteady[exercise.id] = self._nondeterminism(
                 exercise, probing[0], reply["results"][0], budget, last)
-        # Found by this check's probe, or by an earlier check's on the same program, where this
-        # one's answers are wrong too: a diagnosis would read yet another run.
-        unsteady = self._unsteady.get(exercise.id, "") if probing or not (
-            skipped or grading.passed) else ""
+        else:  # an earlier check's probe, said where this check's answers are wrong too: a
+            # diagnosis would read yet another run
+            unsteady = "" if skipped or grading.passed else self._unsteady.get(exercise.id, "")
         if unsteady:
             self._detail = {"point": dict(points[0]), "nondeterministic": True}
             return Outcome("failed", _with_hint(f"{unsteady}\n{grading.message}", exercise, self._check),

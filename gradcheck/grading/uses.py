@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from gradcheck.grading.digits import GAVE_UNREADABLE, UNREADABLE, first_line
+from gradcheck.grading.digits import GAVE_UNREADABLE, first_line, unreadable
 from gradcheck.program.language import Program
 from gradcheck.program.ops import CREATE_GRAPH, CREATE_GRAPH_CALL, OPS, PIECES, PROTOCOL
 
@@ -54,7 +54,7 @@ def describe(program: Program | None, error: Mapping[str, Any] | None) -> Use | 
     piece = _label(name)
     form = _form(name, piece, node)
     absent = error.get("absent") is True
-    if error.get("type") == UNREADABLE:  # the engine raised nothing: it gave what is not data
+    if unreadable(error):  # the engine raised nothing: it gave what is not data
         return Use(piece, form, False, f"your engine's {form} {GAVE_UNREADABLE}: "
                                        f"{_first_line(str(error.get('message', '')))}")
     if name == "grad" and error.get("phase") == "read":  # a .grad the engine never made

@@ -13,11 +13,11 @@ import numpy as np
 from gradcheck.bank.models import Exercise, Step
 from gradcheck.grading import compare, localise, uses
 from gradcheck.grading.digits import (
-    UNREADABLE,
     first_line,
     is_numeric,
     pair_text,
     raised_text,
+    unreadable,
     value_text,
 )
 from gradcheck.program.language import Program
@@ -111,14 +111,9 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
                                   if f != e) else "")
                 return Verdict(f"{where}: after it, {localise.observation_name(item)} is "
                                f"{seen_text} in your engine; torch gives {expected_text}{single}",
-                               step=number, unreadable=_unreadable(seen))
+                               step=number,
+                               unreadable=isinstance(seen, dict) and unreadable(seen.get("error")))
     return Verdict("")
-
-
-def _unreadable(seen: Any) -> bool:
-    """Whether an observation is a value the protocol does not allow (`value_text`)."""
-    return isinstance(seen, dict) and isinstance(seen.get("error"), dict) \
-        and seen["error"].get("type") == UNREADABLE
 
 
 def _uses_gradient(step: Step, names: set[str]) -> bool:
@@ -170,9 +165,9 @@ def _error_sentence(program: Program, during: str, error: Mapping[str, Any]) -> 
     """What the engine raised, naming the use that failed when the record names one; blocked
     by that piece when the engine lacks it."""
     use = uses.describe(program, error)
-    unreadable = error.get("type") == UNREADABLE
+    gave = unreadable(error)
     if use is not None:
-        return Verdict(use.sentence, use.piece if use.missing else "", unreadable=unreadable)
+        return Verdict(use.sentence, use.piece if use.missing else "", unreadable=gave)
     verb, _, said = raised_text(error.get("type"), error.get("message", "")).partition(": ")
     where = f" while {during}" if during else ""
-    return Verdict(f"your engine {verb}{where}: {said}", unreadable=unreadable)
+    return Verdict(f"your engine {verb}{where}: {said}", unreadable=gave)
