@@ -41,6 +41,7 @@ from gradcheck.grading.grader import (
     GraderError,
     prestart,
     resolve_submission,
+    warm,
 )
 from gradcheck.grading.plan import convention_note, oracle_list
 from gradcheck.grading.results import CheckResult, GradeReport
@@ -242,6 +243,7 @@ def _serve(args: argparse.Namespace, bank: Bank) -> int:
     importlib.import_module("numpy.random")
     if key is not None:
         key.prepare(bank, args.oracles)
+        warm(bank, key)
     return slots.serve(grade)
 
 

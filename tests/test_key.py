@@ -21,7 +21,7 @@ from gradcheck.cli import main
 from gradcheck.course.mutants import CATALOGUE
 from gradcheck.course.mutation import mutate
 from gradcheck.engine import handler
-from gradcheck.engine.sandbox import Worker
+from gradcheck.engine.sandbox import Worker, frame
 from gradcheck.grading import answer_key, fuzzing
 from gradcheck.grading.grader import Grader, GraderError
 from gradcheck.grading.plan import search_options
@@ -358,7 +358,7 @@ def asked(submission, folder, key, lookahead, feedback_later, monkeypatch):
     request, close, send_ahead = Worker.request, Worker.close, Worker._send_ahead
 
     def recorded(worker, sent, timeout, then=()):
-        requests.append((json.dumps(sent, sort_keys=True), worker._sent_ahead(sent) is not None))
+        requests.append((json.dumps(sent, sort_keys=True), worker._is_ahead(frame(sent))))
         reply = request(worker, sent, timeout, then)
         depth[0] = max(depth[0], len(worker._ahead))
         return reply
@@ -432,7 +432,7 @@ def test_the_walks_of_failed_checks_are_asked_in_rounds_sent_ahead(bundled_key, 
 
     def recorded(worker, sent, timeout, then=()):
         kinds.append(sent["kind"])
-        ahead.append(worker._sent_ahead(sent) is not None)
+        ahead.append(worker._is_ahead(frame(sent)))
         return request(worker, sent, timeout, then)
 
     with warnings.catch_warnings():

@@ -521,3 +521,21 @@ def test_a_worker_started_ahead_imports_nothing_of_the_submission_until_its_star
     finally:
         sandbox.discard_spares()
     assert gone_within(left.proc.pid, 5) and not left.folder.exists()
+
+
+def test_a_sealed_requests_frame_is_made_once_and_the_request_cannot_change():
+    """A sealed request (what a grading's plan builds) is checked and packed once: it is sent
+    ahead, then asked, and a batch's job slot packs it for every grading it forks. So nothing
+    may change it once built; a plain dict is packed anew every time."""
+    sealed = wire.Sealed({"kind": "inspect"})
+    assert sandbox.frame(sealed) is sandbox.frame(sealed)
+    for change in (lambda: sealed.__setitem__("kind", "gradients"), lambda: sealed.pop("kind"),
+                   lambda: sealed.update(kind="trace"), lambda: sealed.clear(),
+                   lambda: sealed.setdefault("points", []), lambda: sealed.__delitem__("kind")):
+        with pytest.raises(TypeError, match="cannot change"):
+            change()
+    plain = {"kind": "inspect"}
+    assert sandbox.frame(plain) == sandbox.frame(sealed)
+    plain["kind"] = "nothing"
+    with pytest.raises(wire.RequestError):
+        sandbox.frame(plain)

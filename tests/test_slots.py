@@ -123,3 +123,38 @@ def test_a_hung_grading_is_killed_and_the_server_goes_on_and_its_gradings_die_wi
     finally:
         if server.proc is not None and server.proc.poll() is None:
             server.proc.kill()
+
+
+def test_a_grading_after_the_slots_warm_up_makes_none_of_its_first_requests_again(
+        tmp_path, monkeypatch):
+    """A job slot builds, checks and packs once what every keyed grading asks whatever the
+    engine answers (`grader.warm`): a grading after it checks only requests made from the
+    engine's replies (the feedback of a failed check), and reports as a grading without the
+    warm-up does."""
+    from gradcheck.bank.loader import load_bank
+    from gradcheck.engine import sandbox, wire
+    from gradcheck.grading import answer_key
+    from gradcheck.grading.grader import Grader, warm
+
+    folder, key_path = keyed_bank(tmp_path)
+    key = answer_key.load(key_path)
+
+    def graded(bank):
+        with Grader(ENGINES / "wrong_mul.py", seed=5, key=key.anew()) as grader:
+            report = grader.grade_bank(bank, feedback_later=True)
+            grader.give_feedback(report)
+        return [(r.exercise_id, r.check, r.status, r.score, r.message) for r in report.results]
+
+    cold = graded(load_bank(folder))
+    bank = load_bank(folder)  # new exercise objects: nothing of the grading above is reused
+    key.prepare(bank, None)
+    warm(bank, key)
+    checked, asked = [], []
+    check, frame = wire.check_request, sandbox.frame
+    monkeypatch.setattr(wire, "check_request", lambda r: checked.append(r) or check(r))
+    monkeypatch.setattr(sandbox, "frame", lambda r: asked.append(r) or frame(r))
+    assert graded(bank) == cold
+    assert any(status == "failed" for *_, status, _, _ in cold)
+    sealed = [r for r in asked if type(r) is wire.Sealed]
+    assert len(sealed) > 10 and checked  # the failed check's feedback asks more
+    assert not any(type(r) is wire.Sealed for r in checked)

@@ -14,8 +14,10 @@ Why a fork per submission rather than one grader for all: whatever a grading doe
 state (a fault of gradcheck's that corrupts the loaded bank or key, a patched module, a thread
 left behind, a crash) ends with its process; the server that forks the next one grades nothing
 itself. What the fork saves is the imports, the bank's and key's loading, and what every grading
-with the key works out alike (its answers decoded, the oracles' agreement on them:
-`Key.prepare`), about half a second of CPU a submission (BENCHMARKS.md).
+with the key works out alike, whatever the submission: its answers decoded, the oracles'
+agreement on them and what the comparison reads of it (`Key.prepare`), each exercise's shares of
+its points, and the requests its checks send first, built, checked and packed
+(`gradcheck.grading.grader.warm`): about half a second of CPU a submission (BENCHMARKS.md).
 """
 
 from __future__ import annotations

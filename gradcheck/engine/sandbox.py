@@ -270,10 +270,7 @@ class Worker:
         grading did not need).
 
         Raises gradcheck.engine.requests.RequestError for a malformed request (a grader bug)."""
-        packed = self._sent_ahead(request)
-        if packed is None:  # else it was checked as `then`
-            wire.check_request(request)
-            packed = pack(dict(request))
+        packed = frame(request)
         if self.import_failure is not None:
             return self.import_failure
         if self.crashes >= MAX_CRASHES:
@@ -298,16 +295,6 @@ class Worker:
         in one operation must not cost every check after it); another crash there stops it
         again, a reply starts the count afresh."""
         self.crashes = min(self.crashes, MAX_CRASHES - 1)
-
-    def _sent_ahead(self, request: Mapping[str, Any]) -> bytes | None:
-        """The frame of `request`, if it was sent ahead and its reply is still to be read."""
-        if not self._ahead:
-            return None
-        try:
-            packed = pack(dict(request))
-        except (TypeError, ValueError):  # not a request at all: `check_request` says why
-            return None
-        return packed if self._is_ahead(packed) else None
 
     def _is_ahead(self, packed: bytes) -> bool:
         """Whether the request of this frame was sent ahead and is still to be answered (most
@@ -372,14 +359,13 @@ class Worker:
         size = 0
         for later in requests:
             try:
-                wire.check_request(later)
+                packed = frame(later)
             except wire.RequestError:
                 break
-            frame = pack(dict(later))
-            if _cost(size + len(frame)) > room:
+            if _cost(size + len(packed)) > room:
                 break
-            frames.append(frame)
-            size += len(frame)
+            frames.append(packed)
+            size += len(packed)
         if not frames:
             return
         assert self._sock is not None
@@ -899,6 +885,30 @@ def _cost(size: int) -> int:
     """What one write of `size` bytes may take of a send buffer: the bytes, and the kernel's
     bookkeeping of each piece it is cut into (under 1 kB a piece, pieces of 8 kB or more)."""
     return size + 1024 * (1 + size // 8192)
+
+
+#: the frames of sealed requests (`wire.Sealed`), by the request, as `frame` made them
+_FRAMES: dict[int, tuple[wire.Sealed, bytes]] = {}
+MAX_FRAMES = 1024
+
+
+def frame(request: Mapping[str, Any]) -> bytes:
+    """`request` checked (`wire.check_request`, which raises RequestError) and packed as the
+    worker reads it. A sealed request's frame is kept: a grading asks most of its requests
+    twice (sent ahead in the plan, then asked by its check), and every grading a batch's job
+    slot forks asks the same ones (`gradcheck.grading.grader.warm`)."""
+    sealed = type(request) is wire.Sealed
+    if sealed:
+        kept = _FRAMES.get(id(request))
+        if kept is not None and kept[0] is request:
+            return kept[1]
+    wire.check_request(request)
+    packed = pack(dict(request))
+    if sealed:
+        if len(_FRAMES) >= MAX_FRAMES:
+            del _FRAMES[next(iter(_FRAMES))]
+        _FRAMES[id(request)] = (request, packed)  # type: ignore[assignment]
+    return packed
 
 
 def _channel() -> tuple[socket.socket, socket.socket]:

@@ -56,6 +56,18 @@ class RequestError(ValueError):
     """A malformed request: a bug in the grader, never the engine's fault."""
 
 
+class Sealed(dict):  # type: ignore[type-arg]
+    """A request that cannot change once built (a grading's plan builds them, and a batch's job
+    slot builds them once for every grading it forks): so its checked frame can be kept
+    (`gradcheck.engine.sandbox.frame`). Its values are the builder's, never changed either."""
+
+    def _sealed(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a sealed request cannot change; build another")
+
+    __setitem__ = __delitem__ = __ior__ = _sealed  # type: ignore[assignment]
+    update = pop = popitem = clear = setdefault = _sealed  # type: ignore[assignment]
+
+
 def check_request(request: Mapping[str, Any]) -> Program | None:
     """Raise RequestError unless `request` is well formed; returns its parsed program."""
     _need(isinstance(request, Mapping), "a request is a mapping")

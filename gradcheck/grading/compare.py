@@ -84,15 +84,38 @@ class Agreement:
     #: point_text by point: every wrong value names its point, thousands of them for an engine
     #: wrong on a 3,000-element vector, at a few points
     _texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: what `graded_points`, `judged` and `disagreements` worked out, as they depend on nothing
+    #: else (`settle`)
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n(self) -> int:
         return len(next(iter(self.batch.values()))) if self.batch else 0
 
+    def settle(self) -> None:
+        """Work out now what every grading reads of this agreement: an answer key's is the
+        same at every grading (`Key.agreement`), and a batch's job slot settles it once for
+        every grading it forks."""
+        self.graded_points()
+        self.judged()
+        self.disagreements()
+
     def graded_points(self) -> np.ndarray:
-        """Points where at least one value is graded."""
-        marks = [q.graded.any(axis=1) for q in self.quantities]
-        return np.any(marks, axis=0) if marks else np.zeros(self.n, bool)
+        """Points where at least one value is graded (read-only)."""
+        if "graded" not in self._memo:
+            marks = [q.graded.any(axis=1) for q in self.quantities]
+            self._memo["graded"] = _fixed(np.any(marks, axis=0) if marks
+                                          else np.zeros(self.n, bool))
+        return self._memo["graded"]
+
+    def judged(self) -> np.ndarray:
+        """Per point, whether a gradient is graded there (a value, for a check of values alone):
+        the value alone (log's nan, agreed by every oracle, below its domain) grades no gradient
+        (read-only)."""
+        if "judged" not in self._memo:
+            slopes = [q for q in self.quantities if q.name != "value"] or self.quantities
+            self._memo["judged"] = _fixed(np.any([q.graded.any(axis=1) for q in slopes], axis=0))
+        return self._memo["judged"]
 
     def distinct(self, rows: Iterable[int]) -> int:
         """How many points `rows` are: rows at one point (the inputs' value listed again as a
@@ -111,15 +134,17 @@ class Agreement:
 
     def disagreements(self) -> list[Disagreement]:
         """Every value where the oracles disagree, classified, in point order."""
-        found = []
-        for q in self.quantities:
-            for i, e in np.argwhere(q.reason != _AGREED):
-                found.append(Disagreement(
-                    int(i), q.element_label(int(e)), _REASONS[q.reason[i, e]],
-                    {k: float(v[i, e]) for k, v in q.estimates.items()},
-                    self._detail(q, int(i), int(e)),
-                    self.convention if q.by_convention[i, e] else None))
-        return sorted(found, key=lambda d: d.point)
+        if "disagreements" not in self._memo:
+            found = []
+            for q in self.quantities:
+                for i, e in np.argwhere(q.reason != _AGREED):
+                    found.append(Disagreement(
+                        int(i), q.element_label(int(e)), _REASONS[q.reason[i, e]],
+                        {k: float(v[i, e]) for k, v in q.estimates.items()},
+                        self._detail(q, int(i), int(e)),
+                        self.convention if q.by_convention[i, e] else None))
+            self._memo["disagreements"] = tuple(sorted(found, key=lambda d: d.point))
+        return list(self._memo["disagreements"])
 
     def point_text(self, i: int) -> str:
         if i not in self._texts:
@@ -430,7 +455,7 @@ def grade(program: Program, points: Any, requires_grad: Sequence[str],
     verdicts = _verdicts(n, failed, graded, mismatches, disagreements, answers.errors)
     first = next((i for i, v in enumerate(verdicts) if v.status == "failed"), None)
     use = describe(program, answers.records.get(first)) if first is not None else None
-    judged = _judged(agreement)
+    judged = agreement.judged()
     nothing = n > 0 and not judged.any()
     dropped = [d for d in disagreements if d.graded_by is None]
     message = (_nothing_graded(agreement, dropped) if nothing and first is None
@@ -640,17 +665,16 @@ NOTHING_GRADED = ("no gradient of this check could be graded, so it scores 0 (a 
                   "exercise, not of the submission): ")
 
 
-def _judged(agreement: Agreement) -> np.ndarray:
-    """Per point, whether a gradient is graded there (a value, for a check of values alone):
-    the value alone (log's nan, agreed by every oracle, below its domain) grades no gradient."""
-    slopes = [q for q in agreement.quantities if q.name != "value"] or agreement.quantities
-    return np.any([q.graded.any(axis=1) for q in slopes], axis=0)
+def _fixed(array: np.ndarray) -> np.ndarray:
+    """`array`, made read-only: an agreement's (`Agreement.settle`) is shared by gradings."""
+    array.flags.writeable = False
+    return array
 
 
 def _grades_nothing(agreement: Agreement) -> bool:
     """Whether the oracles agree on no gradient at any point: the check then grades nothing,
     whatever the engine answers."""
-    return agreement.n > 0 and not _judged(agreement).any()
+    return agreement.n > 0 and not agreement.judged().any()
 
 
 def nothing_graded(agreement: Agreement) -> str:

@@ -46,9 +46,11 @@ from gradcheck.bank.models import Step
 from gradcheck.bank.tolerances import Tolerances
 from gradcheck.engine import handler
 from gradcheck.engine.sandbox import Failure
+from gradcheck.engine.wire import Sealed
 from gradcheck.grading import compare, localise, verdicts
 from gradcheck.grading.compare import ORACLE_LABELS, Grading
 from gradcheck.grading.digits import number_text
+from gradcheck.grading.plan import built
 
 #: The oracles of a live search, when installed.
 LIVE = ("fd", "torch", "jax")
@@ -441,16 +443,17 @@ def replay_requests(cases: Sequence[Answered]) -> list[dict[str, Any]]:
     return asked
 
 
-def _gradients_request(drawn: Drawn) -> dict[str, Any]:
-    return {"kind": "gradients", "program": drawn.program.spec(), "points": [drawn.point],
-            "requires_grad": list(drawn.inputs)}
+def _gradients_request(drawn: Drawn) -> Sealed:
+    return built(("case gradients", drawn), lambda: {
+        "kind": "gradients", "program": drawn.program.spec(), "points": [drawn.point],
+        "requires_grad": list(drawn.inputs)})
 
 
-def _behaviour_request(case: Session) -> dict[str, Any]:
+def _behaviour_request(case: Session) -> Sealed:
     drawn = case.drawn
-    return {"kind": "behaviour", "program": drawn.program.spec(), "point": drawn.point,
-            "requires_grad": list(case.requires_grad),
-            "steps": [dict(step) for step in case.steps]}
+    return built(("case behaviour", case), lambda: {
+        "kind": "behaviour", "program": drawn.program.spec(), "point": drawn.point,
+        "requires_grad": list(case.requires_grad), "steps": [dict(step) for step in case.steps]})
 
 
 def reference_reply(request: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from gradcheck.bank.models import Exercise
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.bank.tolerances import Tolerance, Tolerances
 from gradcheck.engine import handler
-from gradcheck.engine.sandbox import Failure
+from gradcheck.engine.sandbox import Failure, frame
 from gradcheck.grading import (
     answer_key,
     compare,
@@ -51,6 +51,7 @@ from gradcheck.grading.digits import number_text
 from gradcheck.grading.plan import (
     GRADIENT_CHECKS,
     GraderError,
+    check_requests,
     gradients_request,
     hessian_request,
     jax_modules,
@@ -853,16 +854,16 @@ class Grader:
             return ({"kind": "inspect"},), False  # `_absent_higher_order` asks first
         if absent:
             return (), True
+        seed = sample_seed(self.seed, exercise.id)
         if name in GRADIENT_CHECKS:
-            points = self._points(exercise, name)
-            probing = (probe_request(exercise, points),) if name == probed_check(exercise) else ()
-            return (gradients_request(exercise, points), *probing), self._feedback_waits(exercise)
+            return (check_requests(exercise, name, self._points(exercise, name), seed),
+                    self._feedback_waits(exercise))
         if name == "hessian":
-            return (hessian_request(exercise, self._points(exercise, name)),), True
+            return check_requests(exercise, name, self._points(exercise, name), seed), True
         if name in ("graph", "behaviour"):
-            request = torch_request(exercise, name, sample_seed(self.seed, exercise.id))
-            silent = isinstance(self._torch_record(exercise, request), str)
-            return (() if silent else (request,)), True
+            requests = check_requests(exercise, name, None, seed)
+            silent = isinstance(self._torch_record(exercise, requests[0]), str)
+            return (() if silent else requests), True
         if name == "random_programs" and self.key is not None:
             from gradcheck.grading import fuzzing
 
@@ -1012,6 +1013,33 @@ def prestart(key: object, oracles: Sequence[str] | None) -> None:
     jax's work to (`gradcheck.grading.helper_process.prestart`): it imports jax meanwhile, on the other core."""
     if key is None and (oracles is None or "jax" in oracles):
         helper_process.prestart()
+
+
+def warm(bank: Bank, key: answer_key.Key) -> None:
+    """Work out what every keyed grading of `bank` works out alike, whatever the submission:
+    each exercise's shares of its points, and the requests its checks send first, built,
+    checked and packed (`plan.check_requests`, `sandbox.frame`). A batch's job slot does this
+    once, after `Key.prepare`, and every grading it forks finds them made (a tenth of the
+    grader's CPU, BENCHMARKS.md). The key's refusals are left to each grading to find."""
+    from gradcheck.grading import fuzzing  # hypothesis: a job slot has it loaded already
+
+    lookup = key.anew()
+    for exercise in bank.exercises:
+        score.check_points(exercise)
+        if lookup.refusal(exercise):
+            continue
+        seed = sample_seed(key.seed, exercise.id)
+        for name in exercise.checks.present():
+            if name == "random_programs":
+                cases = lookup.random_programs(exercise)
+                requests = () if cases is None else fuzzing.replay_requests(cases)
+            elif name in (*GRADIENT_CHECKS, "hessian"):
+                points = lookup.points(exercise, name)
+                requests = () if points is None else check_requests(exercise, name, points, seed)
+            else:
+                requests = check_requests(exercise, name, None, seed)
+            for request in requests:
+                frame(request)
 
 
 def _piece(name: str) -> str:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from typing import Any, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from gradcheck.bank.models import ORACLES, Exercise
 from gradcheck.bank.problems import Problem
+from gradcheck.engine.wire import Sealed
 from gradcheck.oracles import second_order
 
 JAX_CHUNK = 12
@@ -109,16 +110,21 @@ def sample_seed(seed: int, exercise_id: str) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def gradients_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
+def gradients_request(exercise: Exercise, points: list[dict[str, Any]]) -> Sealed:
     """The request of a gradient check at `points` (the determinism probe's too)."""
-    return {"kind": "gradients", "program": exercise.program.spec(), "points": points,
-            "requires_grad": exercise.grad_names}
+    return built(("gradients", exercise, points), lambda: _gradients(exercise, points))
 
 
-def probe_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
+def probe_request(exercise: Exercise, points: list[dict[str, Any]]) -> Sealed:
     """The determinism probe of a gradient check at `points`: the same backward at the first
     point, twice more (`Grader._nondeterminism`)."""
-    return gradients_request(exercise, [points[0], points[0]])
+    return built(("probe", exercise, points),
+                  lambda: _gradients(exercise, [points[0], points[0]]))
+
+
+def _gradients(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"kind": "gradients", "program": exercise.program.spec(), "points": points,
+            "requires_grad": exercise.grad_names}
 
 
 def probed_check(exercise: Exercise) -> str | None:
@@ -128,23 +134,68 @@ def probed_check(exercise: Exercise) -> str | None:
     return next((name for name in exercise.checks.present() if name in GRADIENT_CHECKS), None)
 
 
-def hessian_request(exercise: Exercise, points: list[dict[str, Any]]) -> dict[str, Any]:
+def hessian_request(exercise: Exercise, points: list[dict[str, Any]]) -> Sealed:
     """The request of a `hessian` check at `points`."""
-    return {"kind": "hessian", "program": exercise.program.spec(), "points": points,
-            "requires_grad": exercise.grad_names, "vector": exercise.checks.hessian.vector}
+    return built(("hessian", exercise, points), lambda: {
+        "kind": "hessian", "program": exercise.program.spec(), "points": points,
+        "requires_grad": exercise.grad_names, "vector": exercise.checks.hessian.vector})
 
 
-def torch_request(exercise: Exercise, name: str, seed: int = 0) -> dict[str, Any]:
+def torch_request(exercise: Exercise, name: str, seed: int = 0) -> Sealed:
     """The request of a `graph` or `behaviour` check: asked of torch here and of the engine;
     `seed` (the exercise's, `sample_seed`) draws any input given as a distribution."""
-    check = getattr(exercise.checks, name)
-    request = {"kind": name, "program": exercise.program.spec(),
-               "point": exercise.values_at(seed),
-               "requires_grad": exercise.grad_names}
-    if name == "graph":
-        return {**request, "names": list(check.names)}
-    return {**request, "steps": [step.model_dump(exclude_none=True, exclude_defaults=False)
-                                 for step in check.steps]}
+    def build() -> dict[str, Any]:
+        check = getattr(exercise.checks, name)
+        request = {"kind": name, "program": exercise.program.spec(),
+                   "point": exercise.values_at(seed), "requires_grad": exercise.grad_names}
+        if name == "graph":
+            return {**request, "names": list(check.names)}
+        return {**request, "steps": [step.model_dump(exclude_none=True, exclude_defaults=False)
+                                     for step in check.steps]}
+
+    return built((name, exercise, seed), build)
+
+
+def check_requests(exercise: Exercise, name: str, points: list[dict[str, Any]] | None,
+                   seed: int) -> tuple[Sealed, ...]:
+    """The requests the check `name` of `exercise` sends first, whatever the engine answers: a
+    gradient check's at `points` (with the determinism probe after it, if it carries the
+    probe), a hessian check's at `points`, a graph or behaviour check's at the exercise's
+    sample `seed`; none for another check."""
+    if name in GRADIENT_CHECKS:
+        assert points is not None
+        probing = (probe_request(exercise, points),) if name == probed_check(exercise) else ()
+        return (gradients_request(exercise, points), *probing)
+    if name == "hessian":
+        assert points is not None
+        return (hessian_request(exercise, points),)
+    if name in ("graph", "behaviour"):
+        return (torch_request(exercise, name, seed),)
+    return ()
+
+
+#: the requests built so far, by what each was built from (compared by identity, and kept
+#: alive here so that no other object takes its id): the same exercise and points give the same
+#: request object, so that a grading's plan and its checks share one, and its frame
+#: (`gradcheck.engine.sandbox.frame`) is made once, in a batch's job slot once for every
+#: grading it forks (`gradcheck.grading.grader.warm`)
+_BUILT: dict[tuple[Any, ...], tuple[tuple[Any, ...], Sealed]] = {}
+MAX_BUILT = 1024
+
+
+def built(sources: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> Sealed:
+    """The request `build` makes from `sources` (names and numbers, compared by value, and
+    objects, an exercise and its points, by identity), sealed, and the same object for the same
+    sources (`_BUILT`)."""
+    key = tuple(source if type(source) in (str, int) else id(source) for source in sources)
+    kept = _BUILT.get(key)
+    if kept is not None and all(a is b or type(a) in (str, int) for a, b in zip(kept[0], sources)):
+        return kept[1]
+    request = Sealed(build())
+    if len(_BUILT) >= MAX_BUILT:
+        del _BUILT[next(iter(_BUILT))]
+    _BUILT[key] = (sources, request)
+    return request
 
 
 def search_options(exercise: Exercise, seed: int) -> dict[str, Any]:

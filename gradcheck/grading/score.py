@@ -31,10 +31,22 @@ UNITS_PER_POINT = 4
 
 
 def check_points(exercise: Exercise) -> dict[str, float]:
-    """The checks present in `exercise`, in the format's order, each with its maximum score."""
-    checks = exercise.checks
-    return split_points(exercise.points,
-                        {name: getattr(checks, name).weight for name in checks.present()})
+    """The checks present in `exercise`, in the format's order, each with its maximum score.
+    Remembered for the exercise object (a batch's job slot works them out once for every
+    grading it forks, `gradcheck.grading.grader.warm`)."""
+    kept = _SHARES.get(id(exercise))
+    if kept is None or kept[0] is not exercise:
+        checks = exercise.checks
+        if len(_SHARES) >= MAX_SHARES:
+            del _SHARES[next(iter(_SHARES))]
+        kept = _SHARES[id(exercise)] = (exercise, split_points(
+            exercise.points, {name: getattr(checks, name).weight for name in checks.present()}))
+    return dict(kept[1])
+
+
+#: `check_points` of each exercise object, kept with the object (so that no other takes its id)
+_SHARES: dict[int, tuple[Exercise, dict[str, float]]] = {}
+MAX_SHARES = 512
 
 
 def split_points(points: float, weights: Mapping[str, float]) -> dict[str, float]:
