@@ -46,8 +46,21 @@ def error_record(exc: BaseException, phase: str) -> dict[str, str]:
 
 
 def _is_number(x: Any) -> bool:
+    """A float or an int (a subclass too), not a bool; told by the class, which is looked up
+    once: every operation of every request asks it of its first argument."""
     cls = type(x)
-    return issubclass(cls, float) or (issubclass(cls, int) and not issubclass(cls, bool))
+    known = _NUMBER_CLASSES.get(cls)
+    if known is None:
+        known = issubclass(cls, float) or (issubclass(cls, int) and not issubclass(cls, bool))
+        if len(_NUMBER_CLASSES) < MAX_CLASSES:  # an engine that makes classes without end
+            _NUMBER_CLASSES[cls] = known
+    return known
+
+
+#: `_is_number` by class (Python refuses to give a made class a number's base or take one away,
+#: so the answer never changes)
+_NUMBER_CLASSES: dict[type, bool] = {}
+MAX_CLASSES = 1024
 
 
 def _number(x: Any) -> float:

@@ -34,7 +34,6 @@ import struct
 import sys
 import time
 import traceback
-from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
@@ -94,7 +93,7 @@ def main(config_json: str) -> None:
     _forbid(job["forbid"])
     keyrings.new_session()  # its session keys go with it, not into the grader's
     config.update(job)
-    path = Path(config["submission"])
+    path = config["submission"]
     # A collection of the youngest objects every YOUNG allocations, not every 700: a request on
     # a deep graph keeps thousands of nodes alive while it builds them, and Python's default
     # walked them over and over (deep-recurrence's trace took 61 ms, not 44, BENCHMARKS.md).
@@ -268,19 +267,20 @@ def _use_compiled(compiled: dict[str, tuple[bytes, CodeType]]) -> set[str]:
     return used
 
 
-def load_submission(path: Path) -> ModuleType:
+def load_submission(path: str | os.PathLike[str]) -> ModuleType:
     """Import a module file or a package directory as `submission`.
 
     Its folder goes at the end of sys.path, so helper modules beside it import, but a file there
-    named like a standard or installed module (numpy.py, gradcheck/) shadows nothing."""
-    path = path.resolve()
-    package = path.is_dir()
-    entry = path / "__init__.py" if package else path
+    named like a standard or installed module (numpy.py, gradcheck/) shadows nothing. (os.path,
+    not pathlib: the worker imports only what it needs, and pathlib brings four more modules.)"""
+    path = os.path.realpath(path)
+    package = os.path.isdir(path)
+    entry = os.path.join(path, "__init__.py") if package else path
     spec = importlib.util.spec_from_file_location(
-        MODULE, entry, submodule_search_locations=[str(path)] if package else None)
-    if spec is None or spec.loader is None or not entry.is_file():
+        MODULE, entry, submodule_search_locations=[path] if package else None)
+    if spec is None or spec.loader is None or not os.path.isfile(entry):
         raise ImportError(f"{path} is not a .py file or a package directory with __init__.py")
-    sys.path.append(str(path.parent))
+    sys.path.append(os.path.dirname(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[MODULE] = module
     spec.loader.exec_module(module)
@@ -380,9 +380,11 @@ def adopt_orphans() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1)
 
 
-def _traceback(exc: BaseException, path: Path) -> str:
+def _traceback(exc: BaseException, path: str) -> str:
     """The traceback from the first frame in the submission's folder (the worker's are noise)."""
-    home = str(path.resolve().parent if path.is_file() else path.resolve())
+    home = os.path.realpath(path)
+    if os.path.isfile(home):
+        home = os.path.dirname(home)
     tb = exc.__traceback__
     while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(home):
         tb = tb.tb_next

@@ -13,6 +13,8 @@ every backend interprets from the table in :mod:`gradcheck.program.ops`: engines
 from __future__ import annotations
 
 import ast
+import functools
+import itertools
 import dataclasses
 import re
 from dataclasses import dataclass
@@ -373,12 +375,18 @@ class _Parser:
             for _ in range(passes):  # then the pass that is too many says so, as written
                 self._statements(body)
             return
-        template = self.nodes[start:]
-        for number in range(1, passes + 1):
-            shift = number * size
-            self.nodes.extend(
-                _with_args(node, tuple(a + shift if a >= first else a for a in node.args))
-                for node in template)
+        # Built a node of the pass at a time, all passes at once: for each node, its arguments
+        # in every pass (moved on `size` a pass if made in the loop), then the passes in order.
+        # A constant is the same frozen node in every pass.
+        columns = []
+        for node in self.nodes[start:]:
+            if not node.args:
+                columns.append(itertools.repeat(node, passes))
+                continue
+            moved = [range(a + size, a + size * passes + 1, size) if a >= first
+                     else itertools.repeat(a, passes) for a in node.args]
+            columns.append(map(functools.partial(_with_args, node), zip(*moved)))
+        self.nodes.extend(itertools.chain.from_iterable(zip(*columns)))
         self.statements += passes * (self.statements - statements)
         self.names = {name: node + passes * size if node >= first else node
                       for name, node in self.names.items()}
