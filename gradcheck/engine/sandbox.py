@@ -924,6 +924,7 @@ def _worker_files(folder: Path) -> tuple[tuple[int, int], int]:
     streams = tuple(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                     for name in ("stdout", "stderr"))
     phase_fd = os.open(folder / "phase", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.pwrite(phase_fd, b" " * PHASE_WIDTH, 0)  # as long as the worker maps it
     return (streams[0], streams[1]), phase_fd
 
 

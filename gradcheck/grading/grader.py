@@ -171,6 +171,9 @@ class Grader:
         self._order: list[Exercise] | None = None
         #: per side, the plan of its requests (`_side_plan`) and what it was made knowing
         self._side_plans: dict[bool, tuple[Any, list[Any], dict[tuple[str, str], range]]] = {}
+        #: `_requests` of each check whose engine has what it needs, made once a grading (a
+        #: side's plan is made again once `inspect` has told what the engine lacks)
+        self._check_requests: dict[tuple[str, str], tuple[tuple[dict[str, Any], ...], bool]] = {}
         #: the ids of the visible exercises graded after a worker of the withheld side started:
         #: graded as those (`shown`)
         self._after_withheld: set[str] = set()
@@ -331,6 +334,7 @@ class Grader:
                                            bool(self._jax_checks(bank.exercises[number]))))
         graded: dict[int, list[CheckResult]] = {}
         self._order, self._side_plans = [bank.exercises[number] for number in order], {}
+        self._check_requests = {}
         try:
             for number in order:
                 exercise = bank.exercises[number]
@@ -854,6 +858,15 @@ class Grader:
             return ({"kind": "inspect"},), False  # `_absent_higher_order` asks first
         if absent:
             return (), True
+        made = self._check_requests.get((exercise.id, name))
+        if made is None:
+            made = self._check_requests[(exercise.id, name)] = self._first_requests(exercise,
+                                                                                     name)
+        return made
+
+    def _first_requests(self, exercise: Exercise, name: str
+                        ) -> tuple[tuple[dict[str, Any], ...], bool]:
+        """`_requests` of a check whose engine has what it needs."""
         seed = sample_seed(self.seed, exercise.id)
         if name in GRADIENT_CHECKS:
             return (check_requests(exercise, name, self._points(exercise, name), seed),
