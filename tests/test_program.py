@@ -341,3 +341,20 @@ def test_no_name_starts_with_an_underscore_unless_the_source_has_one():
                        f"{ch}y = x"):
             with pytest.raises(ProgramError):
                 parse(source, {"x": None})
+
+
+def test_a_memo_serves_only_the_very_objects_it_was_given_and_forgets_the_oldest():
+    """`memo.Memo`, which the stages keep what they build from the same objects in (a program's
+    steps, a request and its frame): by identity, names and numbers by value, bounded."""
+    from gradcheck.program.memo import Memo
+
+    memo = Memo(2)
+    first, equal = [1.0], [1.0]
+    assert memo.keep("a", "gradients", first, 7) == "a"
+    assert memo.get("gradients", first, 7) == "a"
+    assert memo.get("gradients", equal, 7) is None  # equal, but another object
+    assert memo.get("gradients", first, 8) is None and memo.get("hessian", first, 7) is None
+    memo.keep("b", equal)
+    memo.keep("c", first)
+    assert memo.get("gradients", first, 7) is None  # the oldest, forgotten past its size
+    assert (memo.get(equal), memo.get(first)) == ("b", "c")

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from gradcheck.engine.wire import ProtocolError
 from gradcheck.program.language import MAX_KNOWN, MAX_VECTOR, Node, Program
+from gradcheck.program.memo import Memo
 from gradcheck.program.ops import OPS, Op, method_of
 
 Progress = Callable[[str], None]
@@ -286,12 +287,7 @@ def engine_steps(program: Program) -> list[tuple[Op | None, Any, tuple[int, ...]
     constant's value, ()), or (the operation, its arguments' node indices, the select's index
     or ()). Remembered with the program, as the program itself is (`spec_program`): a looped
     program has thousands of nodes and every point of every request is evaluated."""
-    kept = _STEPS.get(id(program))
-    if kept is None or kept[0] is not program:
-        if len(_STEPS) >= MAX_KNOWN:
-            del _STEPS[next(iter(_STEPS))]
-        kept = _STEPS[id(program)] = (program, [_step(node) for node in program.nodes])
-    return kept[1]
+    return _STEPS.get(program) or _STEPS.keep([_step(node) for node in program.nodes], program)
 
 
 def _step(node: Node) -> tuple[Op | None, Any, tuple[int, ...]]:
@@ -302,7 +298,7 @@ def _step(node: Node) -> tuple[Op | None, Any, tuple[int, ...]]:
     return OPS[node.op], node.args, (node.index,) if node.op == "select" else ()
 
 
-_STEPS: dict[int, tuple[Program, list[tuple[Op | None, Any, tuple[int, ...]]]]] = {}
+_STEPS: Memo[list[tuple[Op | None, Any, tuple[int, ...]]]] = Memo(MAX_KNOWN)
 
 
 #: the method each operation calls (`method_of`), and the reflected one a number on its left

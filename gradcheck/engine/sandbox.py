@@ -78,6 +78,7 @@ from gradcheck.engine.worker import (
     adopt_orphans,
     pack,
 )
+from gradcheck.program.memo import Memo
 
 POLL = 0.05  # seconds between checks of a busy worker's processes, memory and output
 #: the send buffer asked for the grader's end of a worker's channel (the kernel may give less:
@@ -888,8 +889,7 @@ def _cost(size: int) -> int:
 
 
 #: the frames of sealed requests (`wire.Sealed`), by the request, as `frame` made them
-_FRAMES: dict[int, tuple[wire.Sealed, bytes]] = {}
-MAX_FRAMES = 1024
+_FRAMES: Memo[bytes] = Memo(1024)
 
 
 def frame(request: Mapping[str, Any]) -> bytes:
@@ -898,17 +898,12 @@ def frame(request: Mapping[str, Any]) -> bytes:
     twice (sent ahead in the plan, then asked by its check), and every grading a batch's job
     slot forks asks the same ones (`gradcheck.grading.grader.warm`)."""
     sealed = type(request) is wire.Sealed
-    if sealed:
-        kept = _FRAMES.get(id(request))
-        if kept is not None and kept[0] is request:
-            return kept[1]
+    kept = _FRAMES.get(request) if sealed else None
+    if kept is not None:
+        return kept
     wire.check_request(request)
     packed = pack(dict(request))
-    if sealed:
-        if len(_FRAMES) >= MAX_FRAMES:
-            del _FRAMES[next(iter(_FRAMES))]
-        _FRAMES[id(request)] = (request, packed)  # type: ignore[assignment]
-    return packed
+    return _FRAMES.keep(packed, request) if sealed else packed
 
 
 def _channel() -> tuple[socket.socket, socket.socket]:

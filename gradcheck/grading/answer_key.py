@@ -79,6 +79,7 @@ from gradcheck.grading.plan import (
     wanted_oracles,
 )
 from gradcheck.oracles import OracleResult, Skipped, Unfit, second_order
+from gradcheck.program.memo import Memo
 from gradcheck.program.language import Program, parse
 
 if TYPE_CHECKING:
@@ -522,20 +523,16 @@ def _canonical(data: Any) -> str:
 def _same_request(stored: Any, request: Mapping[str, Any]) -> bool:
     """Whether the key's `stored` request is `request`. A sealed request found the same is not
     compared again: every grading a batch's job slot forks asks the same (`grader.warm`)."""
-    kept = _MATCHED.get(id(request))
-    if kept is not None and kept[0] is request and kept[1] is stored:
+    if _MATCHED.get(request, stored):
         return True
     same = _canonical(stored) == _canonical(request)
     if same and type(request) is Sealed:
-        if len(_MATCHED) >= MAX_MATCHED:
-            del _MATCHED[next(iter(_MATCHED))]
-        _MATCHED[id(request)] = (request, stored)
+        _MATCHED.keep(True, request, stored)
     return same
 
 
-#: the sealed requests `_same_request` found the same as a stored one, kept with both
-_MATCHED: dict[int, tuple[Sealed, Any]] = {}
-MAX_MATCHED = 1024
+#: the sealed requests `_same_request` found the same as a stored one
+_MATCHED: Memo[bool] = Memo(1024)
 
 
 # --- the command --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from gradcheck.bank.models import ORACLES, Exercise
 from gradcheck.bank.problems import Problem
 from gradcheck.engine.wire import Sealed
 from gradcheck.oracles import second_order
+from gradcheck.program.memo import Memo
 
 JAX_CHUNK = 12
 #: the checks that compare an engine's gradients with the oracles' at points
@@ -174,28 +175,17 @@ def check_requests(exercise: Exercise, name: str, points: list[dict[str, Any]] |
     return ()
 
 
-#: the requests built so far, by what each was built from (compared by identity, and kept
-#: alive here so that no other object takes its id): the same exercise and points give the same
-#: request object, so that a grading's plan and its checks share one, and its frame
+#: the requests built so far, by what each was built from: the same exercise and points give
+#: the same request object, so that a grading's plan and its checks share one, and its frame
 #: (`gradcheck.engine.sandbox.frame`) is made once, in a batch's job slot once for every
 #: grading it forks (`gradcheck.grading.grader.warm`)
-_BUILT: dict[tuple[Any, ...], tuple[tuple[Any, ...], Sealed]] = {}
-MAX_BUILT = 1024
+_BUILT: Memo[Sealed] = Memo(1024)
 
 
 def built(sources: tuple[Any, ...], build: Callable[[], dict[str, Any]]) -> Sealed:
-    """The request `build` makes from `sources` (names and numbers, compared by value, and
-    objects, an exercise and its points, by identity), sealed, and the same object for the same
-    sources (`_BUILT`)."""
-    key = tuple(source if type(source) in (str, int) else id(source) for source in sources)
-    kept = _BUILT.get(key)
-    if kept is not None and all(a is b or type(a) in (str, int) for a, b in zip(kept[0], sources)):
-        return kept[1]
-    request = Sealed(build())
-    if len(_BUILT) >= MAX_BUILT:
-        del _BUILT[next(iter(_BUILT))]
-    _BUILT[key] = (sources, request)
-    return request
+    """The request `build` makes from `sources` (`Memo`'s), sealed, and the same object for
+    the same sources."""
+    return _BUILT.get(*sources) or _BUILT.keep(Sealed(build()), *sources)
 
 
 def search_options(exercise: Exercise, seed: int) -> dict[str, Any]:

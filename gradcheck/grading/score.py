@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from gradcheck.program.memo import Memo
+
 if TYPE_CHECKING:
     from gradcheck.bank.models import Exercise
 
@@ -34,19 +36,16 @@ def check_points(exercise: Exercise) -> dict[str, float]:
     """The checks present in `exercise`, in the format's order, each with its maximum score.
     Remembered for the exercise object (a batch's job slot works them out once for every
     grading it forks, `gradcheck.grading.grader.warm`)."""
-    kept = _SHARES.get(id(exercise))
-    if kept is None or kept[0] is not exercise:
+    shares = _SHARES.get(exercise)
+    if shares is None:
         checks = exercise.checks
-        if len(_SHARES) >= MAX_SHARES:
-            del _SHARES[next(iter(_SHARES))]
-        kept = _SHARES[id(exercise)] = (exercise, split_points(
-            exercise.points, {name: getattr(checks, name).weight for name in checks.present()}))
-    return dict(kept[1])
+        shares = _SHARES.keep(split_points(exercise.points, {
+            name: getattr(checks, name).weight for name in checks.present()}), exercise)
+    return dict(shares)
 
 
-#: `check_points` of each exercise object, kept with the object (so that no other takes its id)
-_SHARES: dict[int, tuple[Exercise, dict[str, float]]] = {}
-MAX_SHARES = 512
+#: `check_points` of each exercise object
+_SHARES: Memo[dict[str, float]] = Memo(512)
 
 
 def split_points(points: float, weights: Mapping[str, float]) -> dict[str, float]:
