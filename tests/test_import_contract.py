@@ -26,7 +26,7 @@ SIDE_BY_SIDE = {("oracles", "engine"), ("engine", "oracles")}
 WORKER_SIDE = ("gradcheck.engine", "gradcheck.program", "gradcheck.engine.worker", "gradcheck.engine.handler", "gradcheck.engine.run",
                "gradcheck.engine.steps", "gradcheck.engine.wire", "gradcheck.engine.keyrings",
                "gradcheck.program.language",
-               "gradcheck.program.ops", "gradcheck.program.session")
+               "gradcheck.program.ops", "gradcheck.program.session", "gradcheck.program.memo")
 
 
 def module_name(path: Path) -> str:
