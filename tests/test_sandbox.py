@@ -444,6 +444,36 @@ def test_processes_started_in_a_quick_request_are_counted_after_it():
         w.close()
 
 
+def test_the_census_looks_only_below_the_grader_and_finds_what_reading_every_process_finds(
+        monkeypatch):
+    """A worker's processes are found by walking the children the kernel lists below the grader
+    (a grandchild in a session of its own too), reading nothing of the machine's other
+    processes; a kernel that lists no children gets the same members by reading them all."""
+    grandchild = ("import os, time; os.setsid(); time.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time; "
+                              f"subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+                              "time.sleep(30)"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(census.below(child.pid)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [second] = census.below(child.pid)
+        read: list[int] = []
+        stat = census._stat
+        monkeypatch.setattr(census, "_stat", lambda pid: read.append(pid) or stat(pid))
+        found = sorted(pid for pid, *_ in census.members(child.pid))
+        assert found == sorted([child.pid, second])
+        assert os.getppid() not in read and 1 not in read
+        monkeypatch.setattr(census, "LISTS_CHILDREN", False)
+        read.clear()
+        assert sorted(pid for pid, *_ in census.members(child.pid)) == found
+        assert os.getppid() in read
+    finally:
+        census.kill_all(child.pid)
+        child.wait()
+    assert gone_within(second, 5)
+
+
 def test_memory_is_judged_as_by_the_proportional_set_size():
     """The PSS is read only when the resident sizes could reach the limit; the verdict is the
     one the PSS gives at any limit."""

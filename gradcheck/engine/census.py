@@ -1,6 +1,12 @@
 """The census of a worker's processes, and the limits read from it: which processes belong to the
 worker (its session and every descendant, a child that called setsid() included), how much memory
 they use with each shared page counted once, and how to stop and kill them all, fork loops too.
+
+The grader is a child subreaper (`gradcheck.engine.worker.adopt_orphans`), so every process of
+its workers stays below it, whoever dies first: the census looks only there, walking the
+children the kernel lists for each thread (`/proc/PID/task/TID/children`), not at every process
+of the machine, whose count grows with the job slots of a cluster's worker machine. On a kernel
+that does not list children, it reads every process of the machine, as it did before.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 class Census:
     """The worker's processes, as last found in /proc.
 
-    A scan of /proc costs a read per process on the machine, after every request; it is skipped
-    when the kernel's last process id is the one seen before the previous scan (no process or
-    thread was created anywhere since, so the worker's can only be fewer) and that scan is recent.
+    A walk of the processes below the grader (`below`) costs a few reads per process and thread,
+    after every request; it is skipped when the kernel's last process id is the one seen before
+    the previous walk (no process or thread was created anywhere since, so the worker's can only
+    be fewer) and that walk is recent: only the processes it found are read again.
     """
 
     def __init__(self) -> None:
@@ -59,20 +66,18 @@ def members(session: int, roots: set[int] = frozenset(),
     """(pid, threads, resident bytes) of each live process in `session`, in `roots`, adopted by
     this process since `orphans_since` (as :func:`adopted`, but `exclude`), or descending from
     one of those (a child that called setsid() is found through its parent); looked for among
-    all processes, or only `among` these pids."""
+    the processes below this one (`below`), or only `among` these pids."""
     stats: dict[int, tuple[int, int, int, int]] = {}
     own = set(exclude)
-    for name in (os.listdir("/proc") if among is None else map(str, among)):
-        if not name.isdigit():
-            continue
-        fields = _stat(int(name))
+    for pid in (below(os.getpid()) if among is None else among):
+        fields = _stat(pid)
         if fields is None:  # it exited meanwhile
             continue
         if fields[0] != b"Z":  # zombies hold no memory and run nothing
-            stats[int(name)] = (int(fields[1]), int(fields[3]), int(fields[17]),
-                                int(fields[21]) * _PAGE)
-            if orphans_since is not None and _adopted(int(name), fields, orphans_since, own):
-                roots = roots | {int(name)}
+            stats[pid] = (int(fields[1]), int(fields[3]), int(fields[17]),
+                          int(fields[21]) * _PAGE)
+            if orphans_since is not None and _adopted(pid, fields, orphans_since, own):
+                roots = roots | {pid}
     found = {pid for pid, (_, sid, _, _) in stats.items() if sid == session or pid in roots}
     while True:
         more = {pid for pid, (ppid, *_) in stats.items() if ppid in found} - found
@@ -80,6 +85,46 @@ def members(session: int, roots: set[int] = frozenset(),
             break
         found |= more
     return [(pid, stats[pid][2], stats[pid][3]) for pid in found]
+
+
+def below(root: int) -> list[int]:
+    """Every process below `root` (its children, theirs, and so on), as the kernel lists each
+    thread's children; or, where it does not, every process of the machine but `root`."""
+    if not LISTS_CHILDREN:
+        return _every_process(root)
+    seen = {root}
+    todo = [root]
+    while todo:
+        for child in _children(todo.pop()):
+            if child not in seen:  # else a pid handed out again meanwhile: never go round
+                seen.add(child)
+                todo.append(child)
+    seen.discard(root)
+    return list(seen)
+
+
+def _children(pid: int) -> list[int]:
+    """The children of `pid` as each of its threads lists them; none once it has exited (they
+    are then found through their new parent)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in threads:
+        try:
+            found += map(int, memory.read_whole(f"/proc/{pid}/task/{tid}/children").split())
+        except OSError:  # the thread ended meanwhile
+            continue
+    return found
+
+
+def _every_process(but: int) -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit() and name != str(but)]
+
+
+#: whether this kernel lists a thread's children (CONFIG_PROC_CHILDREN)
+LISTS_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
 
 def uses_more_than(members: list[tuple[int, int, int]], limit: int,
@@ -126,11 +171,9 @@ def adopted(since: int, exclude: Iterable[int] = ()) -> set[int]:
     called setsid(), then its parent exited) comes back here instead of to init; this finds it,
     dead or alive, and its descendants are found through it."""
     own = set(exclude)
-    found = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit() and _adopted(int(name), _stat(int(name)), since, own):
-            found.add(int(name))
-    return found
+    me = os.getpid()
+    return {pid for pid in (_children(me) if LISTS_CHILDREN else _every_process(me))
+            if _adopted(pid, _stat(pid), since, own)}
 
 
 def _adopted(pid: int, fields: list[bytes] | None, since: int, exclude: set[int]) -> bool:
