@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,  # noqa: F401
                           private_copy, record_uids, uids_recorded)
+from engine_packages import package
 from grading_samples import PRODUCT, read_results, write_bank
 
 from gradcheck.bank.bundled import reference_path
@@ -30,12 +31,14 @@ ENGINES = Path(__file__).parent / "engines"
 
 @pytest.fixture
 def folder(tmp_path):
-    """Six submissions: the reference (a package), a correct and a buggy module, one that
+    """Six submissions: the reference (a package), a correct module, a buggy package, one that
     segfaults in backward, one whose import never ends, a folder that is not a package."""
     subs = tmp_path / "submissions"
     shutil.copytree(reference_path(), subs / "ref", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("tiny", "wrong_mul", "segfault", "hang_import"):
+    for name in ("tiny", "hang_import"):
         shutil.copy(ENGINES / f"{name}.py", subs / f"{name}.py")
+    for engine in ("wrong_mul", "segfault"):
+        package(subs / engine, engine)
     (subs / "notes").mkdir()
     (subs / "notes" / "engine.py").write_text("print('no __init__.py here')\n")
     (subs / "__pycache__").mkdir()
@@ -45,7 +48,7 @@ def folder(tmp_path):
 
 def test_each_module_and_folder_is_one_submission(folder):
     assert [p.name for p in submissions(folder)] == [
-        "hang_import.py", "notes", "ref", "segfault.py", "tiny.py", "wrong_mul.py"]
+        "hang_import.py", "notes", "ref", "segfault", "tiny.py", "wrong_mul"]
 
 
 @pytest.mark.slow
@@ -66,10 +69,10 @@ def test_a_batch_with_crashing_and_hanging_engines_completes_with_every_row(fold
         rows = {row["submission"]: row for row in csv.DictReader(f)}
     assert list(rows) == [p.name for p in submissions(folder)]
     assert {name: (row["status"], float(row["score"]), float(row["max"]))
-            for name, row in rows.items() if name not in ("wrong_mul.py", "segfault.py")} == {
+            for name, row in rows.items() if name not in ("wrong_mul", "segfault")} == {
         "hang_import.py": ("timeout", 0, 7), "notes": ("error", 0, 7), "ref": ("graded", 7, 7),
         "tiny.py": ("graded", 7, 7)}
-    for buggy in ("wrong_mul.py", "segfault.py"):
+    for buggy in ("wrong_mul", "segfault"):
         assert rows[buggy]["status"] == "graded" and float(rows[buggy]["score"]) < 7
     assert float(rows["hang_import.py"]["time"]) >= 40
     for name in rows:  # a Gradescope file for every submission, even those never graded
@@ -81,6 +84,23 @@ def test_a_batch_with_crashing_and_hanging_engines_completes_with_every_row(fold
     assert stat.S_IMODE((out / "key.json").stat().st_mode) == 0o600  # root's alone
     assert sorted(line.split("]")[0] for line in run.stderr.splitlines()
                   if line.startswith("[")) == [f"[{i}/6" for i in range(1, 7)]
+
+
+def test_a_submission_of_a_batch_imports_none_of_the_others(tmp_path):
+    """Each submission is graded alone in a folder of its own, as on a cluster's worker: the
+    batch's folder, which holds the others, is not on its import path, so a copycat that
+    imports a classmate's engine gets no points for it, here as on a cluster."""
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    (subs / "copycat.py").write_text("from tiny import Tensor, no_grad, tensor  # noqa: F401\n")
+    bank = write_bank(tmp_path / "bank")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "gradcheck", "grade-batch", str(subs), "-j", "2",
+                    "--out", str(out), "--exercises", str(bank), "--seed", "5"],
+                   capture_output=True, text=True, timeout=600, check=True)
+    assert gradebook(out) == {"copycat.py": 0, "tiny.py": 5}
+    assert "No module named 'tiny'" in read_results(out / "copycat.py" / "results.json")["output"]
 
 
 def test_a_submission_named_as_a_formula_or_not_in_utf8_gets_its_row(tmp_path):
@@ -328,8 +348,8 @@ def test_resume_keeps_complete_results_of_the_same_bank_and_key_and_grades_the_r
     bank = Path(shutil.copytree(bank, tmp_path / "bank"))  # changed below
     folder = tmp_path / "submissions"
     folder.mkdir()
-    for name in ("tiny", "wrong_mul"):
-        shutil.copy(ENGINES / f"{name}.py", folder / f"{name}.py")
+    shutil.copy(ENGINES / "tiny.py", folder / "tiny.py")
+    package(folder / "wrong_mul", "wrong_mul")
     shutil.copytree(reference_path(), folder / "ref", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path / "out"
 
@@ -341,7 +361,7 @@ def test_resume_keeps_complete_results_of_the_same_bank_and_key_and_grades_the_r
         return [line.split("]")[1].split(":")[0].strip() for line in done.stderr.splitlines()
                 if line.startswith("[")]
 
-    assert sorted(run("--key", key)) == ["ref", "tiny.py", "wrong_mul.py"]
+    assert sorted(run("--key", key)) == ["ref", "tiny.py", "wrong_mul"]
     first = gradebook(out)
     stamp = json.loads((out / "ref" / "grading.json").read_text())
     assert stamp["key_sha256"] == hashlib.sha256(key.read_bytes()).hexdigest()
@@ -370,8 +390,8 @@ def test_an_interrupted_batch_leaves_a_gradebook_of_the_rows_graded_so_far(bank_
     folder = tmp_path / "submissions"
     folder.mkdir()
     shutil.copy(ENGINES / "tiny.py", folder / "a_tiny.py")
-    shutil.copy(ENGINES / "tiny.py", folder / "tiny.py")  # what the next two import
-    shutil.copy(ENGINES / "hang_backward.py", folder / "b_hang.py")
+    package(folder / "b_hang", "hang_backward")
+    shutil.copy(ENGINES / "tiny.py", folder / "tiny.py")
     out = tmp_path / "out"
     scratch = tmp_path / "tmp"  # the temporary folder of this batch alone
     scratch.mkdir()
@@ -395,4 +415,4 @@ def test_an_interrupted_batch_leaves_a_gradebook_of_the_rows_graded_so_far(bank_
     assert gradebook(out) == {"a_tiny.py": 5.0}
     assert len(book.read_text().splitlines()) == 2  # the header and a_tiny's row
     assert list(scratch.iterdir()) == []  # the folders of b_hang's workers too
-    assert "b_hang.py" not in {p.name for p in out.iterdir() if (p / "grading.json").is_file()}
+    assert "b_hang" not in {p.name for p in out.iterdir() if (p / "grading.json").is_file()}

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,  # noqa: F401
                           record_uids, uids_recorded)
+from engine_packages import package
 from grading_samples import keyed_bank, read_results
 
 from gradcheck.bank.bundled import reference_path
@@ -27,17 +28,8 @@ ENGINES = Path(__file__).parent / "engines"
 #: would grade with another gradcheck), or None without gradcheck[dask]
 DASK = ([sys.executable, "-m", "dask"] if importlib.util.find_spec("distributed") is not None
         else None)
-#: buggy engines of tests/engines, each made a package of its own with tiny.py beside it, so
-#: that it needs nothing but its own files on a worker
+#: buggy engines of tests/engines, each made a package of its own with tiny.py beside it
 BUGGY = ("wrong_mul", "string_grads", "segfault", "lying_floats", "hang_backward")
-
-
-def package(folder: Path, engine: str) -> None:
-    """tests/engines/ENGINE.py as a package that brings its own copy of tiny.py."""
-    folder.mkdir(parents=True)
-    shutil.copy(ENGINES / "tiny.py", folder / "tiny.py")
-    source = (ENGINES / f"{engine}.py").read_text().replace("from tiny import", "from .tiny import")
-    (folder / "__init__.py").write_text(source)
 
 
 @pytest.fixture

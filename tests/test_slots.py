@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from engine_packages import package
 from grading_samples import keyed_bank
 from processes import alive, gone_within
 
@@ -57,8 +58,8 @@ def fresh_score(submission: Path, options: Options) -> str:
 def test_a_fault_of_gradchecks_in_one_grading_does_not_reach_the_next(options, tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
-    for name in ("tiny", "wrong_mul"):
-        shutil.copy(ENGINES / f"{name}.py", subs / f"{name}.py")
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    package(subs / "wrong_mul", "wrong_mul")
     for name in ("poison.py", "poison_crash.py"):
         shutil.copy(ENGINES / "tiny.py", subs / name)
     running = Running()
@@ -67,11 +68,11 @@ def test_a_fault_of_gradchecks_in_one_grading_does_not_reach_the_next(options, t
         def grade(name):
             return server.grade(subs / name, tmp_path / "out" / name, 7.0, options)
 
-        before = grade("wrong_mul.py")
+        before = grade("wrong_mul")
         pid = server.proc.pid
         poisoned = grade("poison.py")
         crashed = grade("poison_crash.py")
-        after, honest = grade("wrong_mul.py"), grade("tiny.py")
+        after, honest = grade("wrong_mul"), grade("tiny.py")
         assert server.proc.pid == pid  # one long-lived grader throughout
     finally:
         server.close()
@@ -80,7 +81,7 @@ def test_a_fault_of_gradchecks_in_one_grading_does_not_reach_the_next(options, t
     assert crashed.status == "crashed" and crashed.note == "exit status -11"
     # the bank, the key and the comparison are whole again for the next submission
     assert (before.status, before.score) == (after.status, after.score) == ("graded", 6.0)
-    assert f"{after.score:g}/7" == fresh_score(subs / "wrong_mul.py", options)
+    assert f"{after.score:g}/7" == fresh_score(subs / "wrong_mul", options)
     assert (honest.status, honest.score) == ("graded", 7.0)
 
 

@@ -276,18 +276,22 @@ class Server:
 
 @contextlib.contextmanager
 def private_copy(submission: Path, user: int | None) -> Iterator[Path]:
-    """Where a submission's worker reads it: in place for a worker of the grader's own user
-    (who can read every submission anyway); for a worker of another user, a copy that only that
-    uid's group may read, and none may write, so that no submission of the batch reads
-    another's code while they grade side by side (docs/security.md, "To other submissions").
-    The copy stays root's: what the worker's user owns in the temporary folder is removed before
-    its worker starts. A symbolic link is copied as a link, which the worker then follows with
-    its own rights, never the grader's; anything but files, folders and links is left out, and a
+    """Where a submission's worker reads it: a copy alone in a folder of its own, so that what
+    else is in the batch's folder is not beside it. A worker puts the folder that holds the
+    submission on its import path (for the submission's own helper modules), and in a batch
+    that folder is the batch's: `from student02 import *` must fail as it does on a cluster's
+    worker, which unpacks each submission alone. For a worker of another user, only that uid's
+    group may read the copy, and none may write it, so that no submission of the batch reads
+    another's code while they grade side by side (docs/security.md, "To other submissions"); the
+    copy stays root's: what the worker's user owns in the temporary folder is removed before its
+    worker starts. A symbolic link is copied as a link, which the worker then follows with its
+    own rights, never the grader's; anything but files, folders and links is left out, and a
     submission too large or too deep to copy is refused (`trees.CopyRefused`)."""
-    if user is None:
-        yield submission
-        return
     with scratch.folder(scratch.SUBMISSIONS) as folder:
+        if user is None:
+            trees.copy_for_group(submission, folder / submission.name, os.getgid())
+            yield folder / submission.name
+            return
         folder.chmod(0o711)  # the worker passes through to its copy; it lists nothing
         own = folder / "in"
         own.mkdir(mode=0o750)
