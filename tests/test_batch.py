@@ -370,6 +370,11 @@ def test_resume_keeps_complete_results_of_the_same_bank_and_key_and_grades_the_r
     (out / "tiny.py" / "grading.json").unlink()
     assert run("--key", key, "--resume") == ["tiny.py"]
     assert gradebook(out) == first
+    # a results file cut short (a disk full, a copy stopped) is not one to upload
+    results = out / "ref" / "results.json"
+    results.write_bytes(results.read_bytes()[:1000])
+    assert run("--key", key, "--resume") == ["ref"]
+    assert gradebook(out) == first and read_results(results)["score"] == 5
     assert run("--key", key, "--resume") == []
     # without --key, with the key the batch builds (another one): all graded again; then a
     # resumed run reuses the key the batch built, while it fits the bank

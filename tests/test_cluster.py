@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -284,3 +285,28 @@ def test_on_a_cluster_each_worker_thread_grades_as_a_user_of_its_own(bank_and_ke
     hosts = {json.loads((open_folder / "out" / name / "grading.json").read_text())["host"]
              for name in os.listdir(folder)}
     assert len(uids) == len(hosts) and min(uids) >= UID, uids  # a uid per worker thread
+
+
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_an_address_where_no_scheduler_answers_is_refused_with_what_to_give(monkeypatch):
+    """A malformed address, a closed port, and a port where another server listens (the
+    dashboard's, next to the scheduler's) each end the batch with the address to give: a Dask
+    client raised a traceback for the first, and waited without end on the last."""
+    from gradcheck.course import cluster
+    from gradcheck.grading.plan import GraderError
+
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 1)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    with socket.socket() as silent:  # accepts connections, never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        other = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        for address, why in [("garbage", "not the address of a Dask scheduler"),
+                             ("http://127.0.0.1:8786", "not the address of a Dask scheduler"),
+                             (nobody, "cannot reach the Dask scheduler"),
+                             (other, "nothing there answered as a Dask scheduler within 1 s")]:
+            with pytest.raises(GraderError, match="tcp://HOST:8786") as refused:
+                cluster._connect(address)
+            assert f"--scheduler {address}: {why}" in str(refused.value)

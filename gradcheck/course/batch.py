@@ -53,6 +53,7 @@ from gradcheck.course.slots import (
     bank_digest,
     file_digest,
     not_graded,
+    results_score,
 )
 from gradcheck.engine import census, trees
 from gradcheck.engine.sandbox import preflight
@@ -206,14 +207,14 @@ def _grade_here(entries: list[Path], out: Path, options: Options, max_score: flo
 def _complete(entries: list[Path], out: Path, digests: tuple[str, str],
               seed: int) -> dict[str, Row]:
     """The rows of the submissions that --resume keeps: graded to the end, against the same
-    bank, key and seed, their results file still there."""
+    bank, key and seed, their results file still there and whole (its score the row's)."""
     kept = {}
     for entry in entries:
         stamp = Stamp.read(out / entry.name)
         if (stamp is not None and (stamp.bank_sha256, stamp.key_sha256) == digests
                 and stamp.seed == seed and stamp.row.status not in REGRADED
                 and stamp.row.submission == entry.name
-                and (out / entry.name / "results.json").is_file()):
+                and results_score(out / entry.name / "results.json") == stamp.row.score):
             kept[entry.name] = stamp.row
     return kept
 

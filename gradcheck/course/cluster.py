@@ -67,12 +67,7 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
           worker_user: int | None, digests: tuple[str, str]) -> Iterator[Stamp]:
     """Grade `entries` on the cluster whose scheduler is at `address`; each submission's stamp
     as its result comes in, its reports written in OUT/<name>/ by then."""
-    try:
-        client = Client(address, timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError) as error:
-        raise GraderError(f"--scheduler {address}: cannot reach the Dask scheduler ({error}); "
-                          "start it with `dask scheduler` and give the address it prints"
-                          ) from error
+    client = _connect(address)
     futures: dict[Any, Path] = {}
     try:
         workers = len(client.scheduler_info().get("workers", {}))
@@ -80,7 +75,13 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
               ("; the tasks wait for the first to join" if not workers else ""), file=sys.stderr)
         batch = uuid.uuid4().hex[:8]
         payload = _bank_payload(options)
-        client.register_plugin(BankPlugin(payload))
+        try:
+            client.register_plugin(BankPlugin(payload))
+        except OSError as error:  # a worker closed the connection: it could not unpickle it
+            raise GraderError(
+                f"a Dask worker of {address} could not take the bank ({error}); install "
+                "gradcheck[dask], this version, in the Python every `dask worker` runs (the "
+                "worker's log says what it lacked)") from error
         bank = _reference(payload)
         for entry in entries:
             try:
@@ -103,6 +104,40 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
     finally:  # on an interruption: nothing more starts (what runs ends at its own time limit)
         client.cancel(list(futures))
         client.close()
+
+
+def _connect(address: str) -> Client:
+    """The batch's client of the scheduler at `address`, or a GraderError that says what to do.
+    A Dask client waits without end on a port where another server answers (the scheduler's
+    dashboard, next to it), so the connection is given CONNECT_TIMEOUT and a little more."""
+    made: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            made["client"] = Client(address, timeout=CONNECT_TIMEOUT)
+        except Exception as error:  # each kind is told apart below
+            made["error"] = error
+
+    attempt = threading.Thread(target=connect, name="gradcheck-connect", daemon=True)
+    attempt.start()
+    attempt.join(CONNECT_TIMEOUT + 5)
+    error = made.get("error")
+    if "client" in made:
+        return made["client"]
+    what = "give the address `dask scheduler` prints, such as tcp://HOST:8786"
+    if attempt.is_alive():
+        raise GraderError(f"--scheduler {address}: nothing there answered as a Dask scheduler "
+                          f"within {CONNECT_TIMEOUT} s (the dashboard's port, or another "
+                          f"server's?); {what}")
+    if isinstance(error, ValueError):
+        raise GraderError(f"--scheduler {address}: not the address of a Dask scheduler "
+                          f"({error}); {what}") from error
+    if isinstance(error, (OSError, TimeoutError)):
+        raise GraderError(f"--scheduler {address}: cannot reach the Dask scheduler ({error}); "
+                          "start it with `dask scheduler`, then give the address it prints, "
+                          "such as tcp://HOST:8786") from error
+    raise GraderError(f"--scheduler {address}: what answers there is not a Dask scheduler "
+                      f"({type(error).__name__}: {error}); {what}") from error
 
 
 def _collect(future: Any, entry: Path, out: Path, options: Options, max_score: float,

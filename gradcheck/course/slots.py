@@ -210,7 +210,7 @@ class Server:
             row.status = "error" if code == CANNOT_RUN else "crashed"
             row.note = _last_line(folder / "grader.log") or f"exit status {code}"
         if (folder / "results.json").is_file():
-            row.score = _score(folder / "results.json")
+            row.score = results_score(folder / "results.json") or 0.0
         else:
             not_graded(row, folder, row.note or "the grader wrote no results")
         return row
@@ -421,11 +421,12 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _score(results: Path) -> float:
+def results_score(results: Path) -> float | None:
+    """The score a results file gives, or None for a file that is not one (cut short, say)."""
     try:
         return float(json.loads(results.read_text())["score"])
     except (OSError, ValueError, KeyError, TypeError):
-        return 0.0
+        return None
 
 
 def _last_line(log: Path) -> str:
