@@ -341,6 +341,23 @@ def test_a_key_or_exercises_the_workers_could_read_are_named_once_with_the_fix(b
 # --- resuming -----------------------------------------------------------------------------------
 
 
+def test_a_batch_that_builds_its_key_takes_the_courses_seed(tmp_path):
+    """Without --key, the key the batch builds has the seed `gradcheck key build` would take:
+    the course's, so that a regrade samples the same points as the course's other keys."""
+    (tmp_path / "gradcheck.toml").write_text('exercises = "bank"\nseed = 4242\n')
+    write_bank(tmp_path / "bank")
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    run = subprocess.run([sys.executable, "-m", "gradcheck", "grade-batch", str(subs), "--out",
+                          str(tmp_path / "out"), "-j", "1"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "seed 4242 (the course's, in" in run.stderr
+    assert answer_key.load(tmp_path / "out" / "key.json").seed == 4242
+    assert json.loads((tmp_path / "out" / "tiny.py" / "grading.json").read_text())["seed"] == 4242
+
+
 @pytest.mark.slow
 def test_resume_keeps_complete_results_of_the_same_bank_and_key_and_grades_the_rest(
         bank_and_key, tmp_path):

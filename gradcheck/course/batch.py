@@ -31,7 +31,6 @@ import importlib.util
 import io
 import os
 import queue
-import secrets
 import signal
 import stat
 import subprocess
@@ -41,7 +40,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from gradcheck.bank.bundled import bank_dir
-from gradcheck.bank.course_file import BANK_HELP, Course, CourseFileError, course_bank, describe
+from gradcheck.bank.course_file import (BANK_HELP, Course, CourseFileError, course_bank, describe,
+                                        key_seed)
 from gradcheck.bank.loader import Bank, load_bank
 from gradcheck.course.slots import (
     CANNOT_RUN,
@@ -115,7 +115,7 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
             _warn_if_open([*([folder] if _readable_by_others(folder) else []),
                            *([out] if _enterable_by_others(out) else [])], worker_user, jobs,
                           "read other submissions and their results there")
-    key, seed = _answer_key(bank, out, exercises, key, seed, resume)
+    key, seed = _answer_key(bank, out, exercises, key, seed, course, resume)
     options = Options(seed=seed, exercises=exercises, key=key, timeout=timeout,
                       memory_mb=memory_mb, total_timeout=total_timeout,
                       submission_timeout=submission_timeout, junit=junit,
@@ -220,9 +220,11 @@ def _complete(entries: list[Path], out: Path, digests: tuple[str, str],
 
 
 def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
-                seed: int | None, resume: bool = False) -> tuple[Path | None, int]:
+                seed: int | None, course: Course | None,
+                resume: bool = False) -> tuple[Path | None, int]:
     """The key to grade with and its seed: the given one, checked, or, resuming, the one an
-    earlier run built if it still fits the bank, or one built now."""
+    earlier run built if it still fits the bank, or one built now, with the seed `gradcheck key
+    build` would take (--seed, else the course's, else a new one)."""
     built = out / BUILT_KEY
     if key is None and resume and built.is_file():
         try:
@@ -241,13 +243,13 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
             print(f"warning: {sentence}: graded live, torch and jax imported by every grader; "
                   "rebuild the key with `gradcheck key build`", file=sys.stderr)
         return key, loaded.seed
-    seed = secrets.randbelow(2**32) if seed is None else seed
+    seed, why = key_seed(seed, course)
     command = [sys.executable, "-m", "gradcheck", "key", "build", "--seed", str(seed),
                "--out", str(built)]
     for path in exercises:
         command += ["--exercises", str(path)]
-    print("running torch and jax once for the whole batch: building an answer key",
-          file=sys.stderr)
+    print(f"running torch and jax once for the whole batch: building an answer key, seed {seed} "
+          f"({why})", file=sys.stderr)
     built.unlink(missing_ok=True)
     done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if not built.is_file():  # torch or jax missing, or a fault: the graders run them themselves
