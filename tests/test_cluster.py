@@ -310,3 +310,46 @@ def test_an_address_where_no_scheduler_answers_is_refused_with_what_to_give(monk
             with pytest.raises(GraderError, match="tcp://HOST:8786") as refused:
                 cluster._connect(address)
             assert f"--scheduler {address}: {why}" in str(refused.value)
+
+
+def test_a_key_that_does_not_hold_an_exercise_as_it_is_is_refused_for_a_cluster(tmp_path,
+                                                                                bank_and_key):
+    """On one machine an exercise changed since the key was built is graded live; a cluster's
+    workers need neither torch nor jax, and would grade it without them, so the batch stops
+    before anything is sent and says how to build the key again."""
+    bank, key = bank_and_key
+    bank = Path(shutil.copytree(bank, tmp_path / "bank"))
+    square = bank / "square.exercise.yaml"
+    square.write_text(square.read_text() + "# fixed after the deadline\n")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    done = subprocess.run([*batch(subs, tmp_path / "out", bank, key), "--scheduler",
+                           "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "exercise square changed since the answer key was built" in done.stderr
+    assert f"gradcheck key build --exercises {bank} --seed " in done.stderr
+
+
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_a_worker_without_gradcheck_stops_the_batch_saying_where_to_install_it(
+        tmp_path, bank_and_key, cluster):
+    """A `dask worker` run by a Python where gradcheck does not import cannot take the bank;
+    the batch stops before it sends a submission and says so, not with Dask's traceback."""
+    bank, key = bank_and_key
+    missing = tmp_path / "elsewhere" / "gradcheck"
+    missing.mkdir(parents=True)
+    (missing / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    cluster.env["PYTHONPATH"] = str(missing.parent)
+    cluster.add_worker("bare")
+    with cluster.client() as client:
+        client.wait_for_workers(1, timeout=60)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    done = subprocess.run([*batch(subs, tmp_path / "out", bank, key), "--scheduler",
+                           cluster.address], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "could not take the bank (ImportError('not installed here'))" in done.stderr
+    assert "install gradcheck[dask], this version, in the Python every `dask worker` runs" in (
+        done.stderr)

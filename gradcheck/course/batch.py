@@ -115,7 +115,8 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
             _warn_if_open([*([folder] if _readable_by_others(folder) else []),
                            *([out] if _enterable_by_others(out) else [])], worker_user, jobs,
                           "read other submissions and their results there")
-    key, seed = _answer_key(bank, out, exercises, key, seed, course, resume)
+    key, seed = _answer_key(bank, out, exercises, key, seed, course, resume,
+                            cluster=scheduler is not None)
     options = Options(seed=seed, exercises=exercises, key=key, timeout=timeout,
                       memory_mb=memory_mb, total_timeout=total_timeout,
                       submission_timeout=submission_timeout, junit=junit,
@@ -220,11 +221,13 @@ def _complete(entries: list[Path], out: Path, digests: tuple[str, str],
 
 
 def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
-                seed: int | None, course: Course | None,
-                resume: bool = False) -> tuple[Path | None, int]:
+                seed: int | None, course: Course | None, resume: bool = False,
+                cluster: bool = False) -> tuple[Path | None, int]:
     """The key to grade with and its seed: the given one, checked, or, resuming, the one an
     earlier run built if it still fits the bank, or one built now, with the seed `gradcheck key
-    build` would take (--seed, else the course's, else a new one)."""
+    build` would take (--seed, else the course's, else a new one). On one machine, an exercise
+    the given key does not hold as it is is graded live; a `cluster`'s workers grade with the
+    key alone (they need neither torch nor jax), so there such a key is refused."""
     built = out / BUILT_KEY
     if key is None and resume and built.is_file():
         try:
@@ -239,7 +242,15 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
         if seed is not None and seed != loaded.seed:
             raise GraderError(f"the answer key {key} was built with seed {loaded.seed}, not "
                               f"{seed}; leave out --seed or build a key with seed {seed}")
-        for sentence in loaded.stale(bank):
+        stale = loaded.stale(bank)
+        if stale and cluster:
+            more = f" (and {len(stale) - 1} more)" if len(stale) > 1 else ""
+            raise GraderError(
+                f"{stale[0]}{more}: a cluster's workers grade with the answer key alone, so build "
+                f"it again for this bank: gradcheck key build "
+                + " ".join(f"--exercises {path}" for path in exercises)
+                + f" --seed {loaded.seed} --out {key}")
+        for sentence in stale:
             print(f"warning: {sentence}: graded live, torch and jax imported by every grader; "
                   "rebuild the key with `gradcheck key build`", file=sys.stderr)
         return key, loaded.seed

@@ -77,7 +77,7 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
         payload = _bank_payload(options)
         try:
             client.register_plugin(BankPlugin(payload))
-        except OSError as error:  # a worker closed the connection: it could not unpickle it
+        except Exception as error:  # a worker could not unpickle it: it lacks gradcheck
             raise GraderError(
                 f"a Dask worker of {address} could not take the bank ({error}); install "
                 "gradcheck[dask], this version, in the Python every `dask worker` runs (the "
