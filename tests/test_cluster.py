@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -196,7 +197,8 @@ def test_a_cluster_that_loses_a_worker_grades_every_submission_once_as_locally(
 def test_a_submission_whose_every_worker_is_lost_is_reported_not_graded(
         twelve, bank_and_key, tmp_path):
     """With no retry allowed, killing the only worker while it grades loses that submission:
-    its row says so (status lost, exit status 1), and a new worker grades the rest."""
+    its row says so (status lost, exit status 1); the batch says it waits for a worker, and a
+    new worker grades the rest."""
     bank, key = bank_and_key
     (tmp_path / "strict").mkdir()
     started = Cluster(tmp_path / "strict", allowed_failures=0)
@@ -212,11 +214,18 @@ def test_a_submission_whose_every_worker_is_lost_is_reported_not_graded(
                 assert time.monotonic() < deadline, "no task running"
                 time.sleep(0.05)
             started.kill("only")
+            said = []  # the batch says the cluster has no worker left, then that one joined
+            threading.Timer(120, run.kill).start()  # should it wait without a word for ever
+            for line in run.stderr:
+                said.append(line)
+                if "has no worker now: the tasks wait for one to join" in line:
+                    break
             started.add_worker("second")
-        err = run.communicate(timeout=120)[1]
+        err = "".join(said) + run.communicate(timeout=120)[1]
     finally:
         started.stop()
     assert run.returncode == 1, err
+    assert f"the cluster at {started.address} has 1 workers again" in err
     rows = {row["submission"]: row for row in gradebook(tmp_path / "out")}
     assert len(rows) == 12
     lost = [name for name, row in rows.items() if row["status"] == "lost"]

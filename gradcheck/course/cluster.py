@@ -55,6 +55,8 @@ from gradcheck.grading.plan import GraderError
 
 #: Seconds to wait for the scheduler to answer when the batch starts.
 CONNECT_TIMEOUT = 30
+#: Seconds between two looks at how many workers the cluster has, while the batch waits.
+WATCH = 2.0
 #: Retries of a task that raised (not of one whose worker was lost: the scheduler decides those).
 RETRIES = 1
 #: The most bytes of one submission's archive; a larger submission is not sent.
@@ -69,10 +71,13 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
     as its result comes in, its reports written in OUT/<name>/ by then."""
     client = _connect(address)
     futures: dict[Any, Path] = {}
+    finished = threading.Event()
     try:
         workers = len(client.scheduler_info().get("workers", {}))
         print(f"the cluster at {address} has {workers} workers now" +
               ("; the tasks wait for the first to join" if not workers else ""), file=sys.stderr)
+        threading.Thread(target=_watch_workers, args=(client, address, workers, finished),
+                         name="gradcheck-workers", daemon=True).start()
         batch = uuid.uuid4().hex[:8]
         payload = _bank_payload(options)
         try:
@@ -102,8 +107,26 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
         for future in as_completed(futures):
             yield _collect(future, futures[future], out, options, max_score, digests)
     finally:  # on an interruption: nothing more starts (what runs ends at its own time limit)
+        finished.set()
         client.cancel(list(futures))
         client.close()
+
+
+def _watch_workers(client: Client, address: str, workers: int,
+                   finished: threading.Event) -> None:
+    """Say when the cluster is left with no worker while the batch waits (its tasks wait for
+    one to join, and nothing else would show), and when workers join again."""
+    while not finished.wait(WATCH):
+        try:
+            now = len(client.scheduler_info().get("workers", {}))
+        except Exception:  # the batch is closing its client, or the scheduler is gone
+            return
+        if workers and not now:
+            print(f"the cluster at {address} has no worker now: the tasks wait for one to join "
+                  f"(python -m dask worker {address})", file=sys.stderr)
+        elif now and not workers:
+            print(f"the cluster at {address} has {now} workers again", file=sys.stderr)
+        workers = now
 
 
 def _connect(address: str) -> Client:
