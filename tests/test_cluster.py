@@ -215,13 +215,15 @@ def test_a_submission_whose_every_worker_is_lost_is_reported_not_graded(
                 time.sleep(0.05)
             started.kill("only")
             said = []  # the batch says the cluster has no worker left, then that one joined
-            threading.Timer(120, run.kill).start()  # should it wait without a word for ever
+            silent = threading.Timer(120, run.kill)  # should it wait without a word for ever
+            silent.start()
             for line in run.stderr:
                 said.append(line)
                 if "has no worker now: the tasks wait for one to join" in line:
                     break
             started.add_worker("second")
         err = "".join(said) + run.communicate(timeout=120)[1]
+        silent.cancel()
     finally:
         started.stop()
     assert run.returncode == 1, err
