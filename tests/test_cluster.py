@@ -364,3 +364,28 @@ def test_a_worker_without_gradcheck_stops_the_batch_saying_where_to_install_it(
     assert "could not take the bank (ImportError('not installed here'))" in done.stderr
     assert "install gradcheck[dask], this version, in the Python every `dask worker` runs" in (
         done.stderr)
+
+
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_once_a_batch_ends_no_worker_keeps_its_bank_or_key(tmp_path, bank_and_key, cluster):
+    """The bank and key go to the workers as a plugin the scheduler keeps for workers to come;
+    once the batch ends the scheduler drops it and each worker removes its machine's copy, so
+    that no hidden exercise or answer key is left on a worker machine."""
+    bank, key = bank_and_key
+    machine = tmp_path / "machine"  # the worker machine's temporary folder
+    machine.mkdir()
+    cluster.env["TMPDIR"] = str(machine)
+    cluster.add_worker("w")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    done = subprocess.run([*batch(subs, tmp_path / "out", bank, key), "--scheduler",
+                           cluster.address], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert gradebook(tmp_path / "out")[0]["status"] == "graded"
+    with cluster.client() as client:
+        kept = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.worker_plugins))
+    assert not [name for name in kept if name.startswith("gradcheck-bank-")]
+    private = machine / f"gradcheck-cluster-{os.getuid()}"
+    assert private.is_dir()  # the worker wrote the bank there while it graded
+    assert not [path for path in private.iterdir() if (path / "exercises").exists()]

@@ -5,15 +5,15 @@ batch on one machine neither needs nor imports it (`pip install 'gradcheck[dask]
 
 The client (the machine that runs `grade-batch`) loads the bank, builds or checks the answer key
 as on one machine, then sends the cluster the bytes of every exercise file and of the key once
-(a worker plugin, which the scheduler keeps and gives every worker, those that join later
-too) and one task per submission, which carries the submission's files (a
-tar archive: the workers need not share a file system with the client). On a worker, a task
-writes the bank and key into a private folder named for their digests (one per worker machine
-and bank, 0700, the key 0600), grades the submission as on one machine (`slots.Server`: a
-`gradcheck grade` process forked for it by the worker thread's long-lived grader, with its own
-sandboxed worker and the same limits; the Dask worker's own process never imports a submission,
-nor even gradcheck's grader) and returns its reports' bytes with the sha256 of the bank and key it
-read there. The client writes the reports into OUT and refuses a result graded against other
+(a worker plugin, which the scheduler keeps and gives every worker, those that join later too,
+until the batch ends: then each worker removes its copy) and one task per submission, which
+carries the submission's files (a tar archive: the workers need not share a file system with
+the client). On a worker, a task writes the bank and key into a private folder named for their
+digests and the batch (one per worker machine, batch and bank, 0700, the key 0600), grades the
+submission as on one machine (`slots.Server`: a `gradcheck grade` process forked for it by the
+worker thread's long-lived grader, with its own sandboxed worker and the same limits; the Dask
+worker's own process never imports a submission, nor even gradcheck's grader) and returns its
+reports' bytes with the sha256 of the bank and key it read there. The client writes the reports into OUT and refuses a result graded against other
 bytes. (Scattered data would be lost for good with the last worker that held it; a task's
 result is computed again.)
 
@@ -72,6 +72,7 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
     client = _connect(address)
     futures: dict[Any, Path] = {}
     finished = threading.Event()
+    plugin: BankPlugin | None = None
     try:
         workers = len(client.scheduler_info().get("workers", {}))
         print(f"the cluster at {address} has {workers} workers now" +
@@ -79,9 +80,10 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
         threading.Thread(target=_watch_workers, args=(client, address, workers, finished),
                          name="gradcheck-workers", daemon=True).start()
         batch = uuid.uuid4().hex[:8]
-        payload = _bank_payload(options)
+        payload = _bank_payload(options, batch)
+        plugin = BankPlugin(payload)
         try:
-            client.register_plugin(BankPlugin(payload))
+            client.register_plugin(plugin)
         except Exception as error:  # a worker could not unpickle it: it lacks gradcheck
             raise GraderError(
                 f"a Dask worker of {address} could not take the bank ({error}); install "
@@ -109,7 +111,20 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
     finally:  # on an interruption: nothing more starts (what runs ends at its own time limit)
         finished.set()
         client.cancel(list(futures))
+        _forget(client, plugin)
         client.close()
+
+
+def _forget(client: Client, plugin: BankPlugin | None) -> None:
+    """Take the bank back from the cluster once the batch ends: the scheduler no longer keeps
+    it for workers to come, and each worker removes its machine's copy (`teardown`), so that no
+    hidden exercise or answer key stays on a worker machine after the batch."""
+    if plugin is None:
+        return
+    try:
+        client.unregister_worker_plugin(plugin.name)
+    except Exception:  # the scheduler is gone: its workers, and what it kept, with it
+        pass
 
 
 def _watch_workers(client: Client, address: str, workers: int,
@@ -214,6 +229,9 @@ class BankPlugin(WorkerPlugin):
     def setup(self, worker: Any) -> None:
         _materialise(self.payload)
 
+    def teardown(self, worker: Any) -> None:
+        shutil.rmtree(_private_folder() / self.payload["name"], ignore_errors=True)
+
 
 def _reference(payload: dict[str, Any]) -> dict[str, Any]:
     """What a task needs to find the bank on its worker: the payload without its bytes."""
@@ -222,8 +240,9 @@ def _reference(payload: dict[str, Any]) -> dict[str, Any]:
                       for root in payload["roots"]]}
 
 
-def _bank_payload(options: Options) -> dict[str, Any]:
-    """The exercise files and the key, as bytes, with the places the bank's digest counts."""
+def _bank_payload(options: Options, batch: str) -> dict[str, Any]:
+    """The exercise files and the key, as bytes, with the places the bank's digest counts; named
+    for their digests and the `batch`, so that a batch that ends removes its own copy only."""
     roots = []
     for root in options.exercises:
         files = {(path.relative_to(root) if root.is_dir() else Path(path.name)).as_posix():
@@ -232,7 +251,7 @@ def _bank_payload(options: Options) -> dict[str, Any]:
     key = options.key.read_bytes() if options.key else None
     return {"roots": roots, "key": key,
             "name": (slots.bank_digest(options.exercises)[:16]
-                     + slots.file_digest(options.key)[:16])}
+                     + slots.file_digest(options.key)[:16] + f"-{batch}")}
 
 
 def _archive(entry: Path) -> bytes:
