@@ -134,6 +134,16 @@ def batch(folder: Path, out: Path, bank: Path, key: Path, *options: str) -> list
             "--submission-timeout", "12", *options]
 
 
+def batch_of_tiny(tmp_path: Path, bank: Path, key: Path,
+                  *options: str) -> subprocess.CompletedProcess:
+    """A batch of one submission, tests/engines/tiny.py, into tmp_path/out."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    return subprocess.run(batch(subs, tmp_path / "out", bank, key, *options),
+                          capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
 def test_a_cluster_that_loses_a_worker_grades_every_submission_once_as_locally(
@@ -332,11 +342,7 @@ def test_a_key_that_does_not_hold_an_exercise_as_it_is_is_refused_for_a_cluster(
     bank = Path(shutil.copytree(bank, tmp_path / "bank"))
     square = bank / "square.exercise.yaml"
     square.write_text(square.read_text() + "# fixed after the deadline\n")
-    subs = tmp_path / "subs"
-    subs.mkdir()
-    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
-    done = subprocess.run([*batch(subs, tmp_path / "out", bank, key), "--scheduler",
-                           "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
+    done = batch_of_tiny(tmp_path, bank, key, "--scheduler", "tcp://127.0.0.1:9")
     assert done.returncode == 2, done.stderr
     assert "exercise square changed since the answer key was built" in done.stderr
     assert f"gradcheck key build --exercises {bank} --seed " in done.stderr
@@ -355,11 +361,7 @@ def test_a_worker_without_gradcheck_stops_the_batch_saying_where_to_install_it(
     cluster.add_worker("bare")
     with cluster.client() as client:
         client.wait_for_workers(1, timeout=60)
-    subs = tmp_path / "subs"
-    subs.mkdir()
-    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
-    done = subprocess.run([*batch(subs, tmp_path / "out", bank, key), "--scheduler",
-                           cluster.address], capture_output=True, text=True, timeout=120)
+    done = batch_of_tiny(tmp_path, bank, key, "--scheduler", cluster.address)
     assert done.returncode == 2, done.stderr
     assert "could not take the bank (ImportError('not installed here'))" in done.stderr
     assert "install gradcheck[dask], this version, in the Python every `dask worker` runs" in (
@@ -376,11 +378,7 @@ def test_once_a_batch_ends_no_worker_keeps_its_bank_or_key(tmp_path, bank_and_ke
     machine.mkdir()
     cluster.env["TMPDIR"] = str(machine)
     cluster.add_worker("w")
-    subs = tmp_path / "subs"
-    subs.mkdir()
-    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
-    done = subprocess.run([*batch(subs, tmp_path / "out", bank, key), "--scheduler",
-                           cluster.address], capture_output=True, text=True, timeout=300)
+    done = batch_of_tiny(tmp_path, bank, key, "--scheduler", cluster.address)
     assert done.returncode == 0, done.stderr
     assert gradebook(tmp_path / "out")[0]["status"] == "graded"
     with cluster.client() as client:
