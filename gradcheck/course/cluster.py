@@ -13,9 +13,9 @@ digests and the batch (one per worker machine, batch and bank, 0700, the key 060
 submission as on one machine (`slots.Server`: a `gradcheck grade` process forked for it by the
 worker thread's long-lived grader, with its own sandboxed worker and the same limits; the Dask
 worker's own process never imports a submission, nor even gradcheck's grader) and returns its
-reports' bytes with the sha256 of the bank and key it read there. The client writes the reports into OUT and refuses a result graded against other
-bytes. (Scattered data would be lost for good with the last worker that held it; a task's
-result is computed again.)
+reports' bytes with the sha256 of the bank and key it read there. The client writes the reports
+into OUT and refuses a result graded against other bytes. (Scattered data would be lost for good
+with the last worker that held it; a task's result is computed again.)
 
 Faults are Dask's to handle: a task whose worker is lost is run again on another one (up to the
 scheduler's `distributed.scheduler.allowed-failures`, 3 by default); a task that fails on every
