@@ -387,3 +387,27 @@ def test_once_a_batch_ends_no_worker_keeps_its_bank_or_key(tmp_path, bank_and_ke
     private = machine / f"gradcheck-cluster-{os.getuid()}"
     assert private.is_dir()  # the worker wrote the bank there while it graded
     assert not [path for path in private.iterdir() if (path / "exercises").exists()]
+
+
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_a_worker_whose_gradcheck_is_other_code_of_the_same_version_is_not_counted(
+        tmp_path, bank_and_key, cluster):
+    """The version string alone lets a checkout or a patched copy pass for the client's
+    gradcheck; each result carries the sha256 of the code that graded it, and one graded by
+    other code is refused (status error), as one of another version is."""
+    bank, key = bank_and_key
+    import gradcheck
+
+    patched = tmp_path / "elsewhere" / "gradcheck"
+    shutil.copytree(Path(gradcheck.__file__).parent, patched,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with open(patched / "reports" / "markdown.py", "a") as f:
+        f.write("# patched on this worker\n")
+    cluster.env["PYTHONPATH"] = str(patched.parent)
+    cluster.add_worker("patched")
+    done = batch_of_tiny(tmp_path, bank, key, "--scheduler", cluster.address)
+    assert done.returncode == 1, done.stderr
+    [row] = gradebook(tmp_path / "out")
+    assert row["status"] == "error" and row["score"] == "0"
+    assert "whose code is not this one's" in read_results(
+        tmp_path / "out" / "tiny.py" / "results.json")["output"]

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
+import hashlib
 import io
 import os
 import shutil
@@ -46,6 +48,7 @@ from typing import IO, Any
 from distributed import Client, WorkerPlugin, as_completed, get_worker
 from distributed.scheduler import KilledWorker
 
+import gradcheck
 from gradcheck import __version__
 from gradcheck.bank.loader import exercise_files
 from gradcheck.course import slots
@@ -208,6 +211,12 @@ def _collect(future: Any, entry: Path, out: Path, options: Options, max_score: f
         row.note = (f"graded by gradcheck {result['gradcheck']} on {result['host']}, not "
                     f"{__version__}; install the same version on every worker")
         slots.not_graded(row, folder, row.note)
+    elif result.get("code_sha256") != code_digest():
+        row.status, row.score = "error", 0.0
+        row.note = (f"graded on {result['host']} by a gradcheck {__version__} whose code is not "
+                    "this one's (a checkout or a patch on one side?); install the same gradcheck "
+                    "on every worker")
+        slots.not_graded(row, folder, row.note)
     return Stamp(row, result["bank_sha256"], result["key_sha256"], options.seed, result["host"])
 
 
@@ -307,7 +316,21 @@ def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Opti
         scratch.remove(work)
     return {"row": dataclasses.asdict(row), "files": files,
             "bank_sha256": slots.bank_digest(exercises), "key_sha256": slots.file_digest(key),
-            "host": _host(), "gradcheck": __version__}
+            "host": _host(), "gradcheck": __version__, "code_sha256": code_digest()}
+
+
+@functools.cache
+def code_digest() -> str:
+    """The sha256 of this gradcheck's code: each .py and .json file of the package, and its
+    place in it. A worker whose gradcheck has the same version but other code (a checkout, a
+    patch) may grade otherwise, so its results are refused as another version's are."""
+    package = Path(gradcheck.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(package).as_posix()}\0"
+                          f"{slots.file_digest(path)}\n".encode())
+    return digest.hexdigest()
 
 
 _servers = threading.local()
