@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def folder(tmp_path):
     for engine in ("wrong_mul", "segfault"):
         package(subs / engine, engine)
     (subs / "notes").mkdir()
-    (subs / "notes" / "engine.py").write_text("print('no __init__.py here')\n")
+    (subs / "notes" / "draft.py").write_text("print('no __init__.py, no engine.py here')\n")
     (subs / "__pycache__").mkdir()
     (subs / "README.txt").write_text("not a submission\n")
     return subs
@@ -101,6 +102,32 @@ def test_a_submission_of_a_batch_imports_none_of_the_others(tmp_path):
                    capture_output=True, text=True, timeout=600, check=True)
     assert gradebook(out) == {"copycat.py": 0, "tiny.py": 5}
     assert "No module named 'tiny'" in read_results(out / "copycat.py" / "results.json")["output"]
+
+
+def test_a_folder_per_student_is_graded_by_its_engine_file_with_its_other_modules(tmp_path):
+    """Gradescope and GitHub Classroom download a folder per student, not a package: the
+    course's submission file in it is graded (engine.py, or what gradcheck.toml names), and it
+    may import the folder's other modules. A folder without it is refused, named as the
+    batch's folder holds it."""
+    (tmp_path / "gradcheck.toml").write_text('exercises = "bank"\nsubmission = "autograd.py"\n')
+    write_bank(tmp_path / "bank")
+    subs = tmp_path / "submissions"
+    (subs / "dave").mkdir(parents=True)
+    shutil.copy(ENGINES / "tiny.py", subs / "dave" / "ops.py")
+    (subs / "dave" / "autograd.py").write_text("from ops import Tensor, no_grad, tensor\n")
+    (subs / "erin").mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "erin" / "engine.py")  # not the course's name
+    run = subprocess.run([sys.executable, "-m", "gradcheck", "grade-batch", str(subs), "--out",
+                          str(tmp_path / "out"), "-j", "1", "--seed", "5"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stderr
+    with open(tmp_path / "out" / "gradebook.csv", newline="") as f:
+        rows = {row["submission"]: (row["status"], float(row["score"])) for row in csv.DictReader(f)}
+    assert rows == {"dave": ("graded", 5.0), "erin": ("error", 0.0)}
+    said = ("not graded: a folder with neither __init__.py nor autograd.py; put the engine in "
+            "erin/autograd.py, or make the folder a package")
+    assert f"erin: {said}" in run.stderr
+    assert said in read_results(tmp_path / "out" / "erin" / "results.json")["output"]
 
 
 def test_a_submission_named_as_a_formula_or_not_in_utf8_gets_its_row(tmp_path):
@@ -338,6 +365,29 @@ def test_a_key_or_exercises_the_workers_could_read_are_named_once_with_the_fix(b
     assert stat.S_IMODE(new.stat().st_mode) == 0o700
 
 
+def test_on_a_cluster_the_warning_names_the_uids_its_worker_threads_claim(bank_and_key,
+                                                                          open_folder):
+    """A cluster's worker threads each claim a uid from --worker-user up, however many cores
+    this machine has; the submissions and OUT stay here, where no worker reads them."""
+    pytest.importorskip("distributed")
+    bank, key = bank_and_key
+    key = Path(shutil.copy(key, open_folder / "key.json"))
+    key.chmod(0o644)
+    submissions = open_folder / "submissions"
+    submissions.mkdir()
+    shutil.copy(ENGINES / "tiny.py", submissions / "tiny.py")
+    with socket.socket() as closed:  # no scheduler: the batch warns, then stops
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    run = grade_batch(submissions, open_folder / "out", "--key", key, "--exercises", bank,
+                      "--scheduler", nobody)
+    assert run.returncode == 2, run.stderr
+    assert [line for line in run.stderr.splitlines() if line.startswith("warning")] == [
+        f"warning: the workers' users (uid {UID} and up, one per Dask worker thread) may read "
+        f"{key}: a submission could copy answers from them. Make them root's alone: chmod "
+        f"go-rwx {key} (docs/security.md)"]
+
+
 # --- resuming -----------------------------------------------------------------------------------
 
 
@@ -356,6 +406,31 @@ def test_a_batch_that_builds_its_key_takes_the_courses_seed(tmp_path):
     assert "seed 4242 (the course's, in" in run.stderr
     assert answer_key.load(tmp_path / "out" / "key.json").seed == 4242
     assert json.loads((tmp_path / "out" / "tiny.py" / "grading.json").read_text())["seed"] == 4242
+
+
+def test_a_key_that_misses_exercises_is_one_warning_and_they_are_graded_live(bank_and_key,
+                                                                             tmp_path):
+    """A key built for another version of the bank (or another bank) would warn once per
+    exercise, a screenful in a large bank; it is one line, with the command that builds it
+    again, and every exercise it misses is still graded, live."""
+    bank, key = bank_and_key
+    bank = Path(shutil.copytree(bank, tmp_path / "bank"))
+    for name in ("square", "secret-cube"):
+        path = bank / f"{name}.exercise.yaml"
+        path.write_text(path.read_text() + "# fixed after the deadline\n")
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "tiny.py")
+    run = subprocess.run([sys.executable, "-m", "gradcheck", "grade-batch", str(subs), "--out",
+                          str(tmp_path / "out"), "--exercises", str(bank), "--key", str(key),
+                          "-j", "1"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    warned = [line for line in run.stderr.splitlines() if line.startswith("warning:")]
+    assert warned == [
+        "warning: exercise secret-cube changed since the answer key was built (its sha256 differs) "
+        "(and 1 more): graded live, torch and jax imported by every grader; build the key again "
+        f"for this bank: gradcheck key build --exercises {bank} --seed 5 --out {key}"]
+    assert gradebook(tmp_path / "out") == {"tiny.py": 5.0}
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from another_user import (PYTHON, UID, as_another_user, key_reader, open_folder,
                           record_uids, uids_recorded)
 from engine_packages import package
 from grading_samples import keyed_bank, read_results
+from processes import alive
 
 from gradcheck.bank.bundled import reference_path
 from gradcheck.course.slots import bank_digest, file_digest
@@ -36,12 +37,16 @@ BUGGY = ("wrong_mul", "string_grads", "segfault", "lying_floats", "hang_backward
 
 @pytest.fixture
 def twelve(tmp_path):
-    """12 submissions: the reference and five correct ones, five buggy ones (one of them hangs
-    in backward), and one whose import never ends."""
+    """12 submissions: the reference and five correct ones (one a folder per student, its
+    engine.py beside the module it imports), five buggy ones (one of them hangs in backward),
+    and one whose import never ends."""
     subs = tmp_path / "submissions"
     shutil.copytree(reference_path(), subs / "ref", ignore=shutil.ignore_patterns("__pycache__"))
-    for number in range(5):
+    for number in range(4):
         shutil.copy(ENGINES / "tiny.py", subs / f"good{number}.py")
+    (subs / "good4").mkdir()
+    shutil.copy(ENGINES / "tiny.py", subs / "good4" / "ops.py")
+    (subs / "good4" / "engine.py").write_text("from ops import Tensor, no_grad, tensor\n")
     for engine in BUGGY:
         package(subs / engine, engine)
     shutil.copy(ENGINES / "hang_import.py", subs / "hang_import.py")
@@ -196,10 +201,61 @@ def test_a_cluster_that_loses_a_worker_grades_every_submission_once_as_locally(
     scores = {row["submission"]: (row["status"], row["score"]) for row in rows}
     assert scores == {row["submission"]: (row["status"], row["score"])
                       for row in gradebook(tmp_path / "local")}
-    assert scores["ref"] == scores["good0.py"] == ("graded", "7")
+    assert scores["ref"] == scores["good0.py"] == scores["good4"] == ("graded", "7")
     assert scores["hang_import.py"] == ("timeout", "0")
     assert all(status == "graded" and float(score) < 7
                for name, (status, score) in scores.items() if name in BUGGY), scores
+
+
+def engines_below(pid: int) -> list[int]:
+    """The engine workers (sandboxed processes that import a submission) below `pid`."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    todo += [int(child) for child in f.read().split()]
+            with open(f"/proc/{parent}/cmdline", "rb") as f:
+                if b"gradcheck.engine.worker" in f.read() and alive(parent):
+                    found.append(parent)
+        except (FileNotFoundError, ProcessLookupError):  # it ended meanwhile
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_an_interrupted_batch_stops_what_its_workers_were_grading(tmp_path, bank_and_key,
+                                                                  cluster):
+    """Dask cannot stop a task that runs; the task's grading sees that the client let it go and
+    stops itself, rather than hold its worker thread (which a resumed batch waits for) until
+    the submission timeout."""
+    bank, key = bank_and_key
+    cluster.add_worker("w")
+    hanging = tmp_path / "hanging"
+    hanging.mkdir()
+    shutil.copy(ENGINES / "hang_import.py", hanging / "hang_import.py")
+    run = subprocess.Popen(batch(hanging, tmp_path / "stopped", bank, key, "--scheduler",
+                                 cluster.address, "--submission-timeout", "600"),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not engines_below(cluster.workers["w"].pid):
+            assert time.monotonic() < deadline and run.poll() is None, cluster.logs()
+            time.sleep(0.2)
+        run.terminate()
+        err = run.communicate(timeout=60)[1]
+    finally:
+        run.kill()
+    assert run.returncode == 128 + signal.SIGTERM, err
+    deadline = time.monotonic() + 30  # 600 s had the grading gone on to its timeout
+    while engines_below(cluster.workers["w"].pid):
+        assert time.monotonic() < deadline, cluster.logs()
+        time.sleep(0.2)
+    done = batch_of_tiny(tmp_path, bank, key, "--scheduler", cluster.address)
+    assert done.returncode == 0 and gradebook(tmp_path / "out")[0]["status"] == "graded", (
+        done.stderr)
 
 
 @pytest.mark.slow
@@ -333,6 +389,19 @@ def test_an_address_where_no_scheduler_answers_is_refused_with_what_to_give(monk
             assert f"--scheduler {address}: {why}" in str(refused.value)
 
 
+@pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")
+def test_a_batch_that_cannot_reach_its_scheduler_writes_no_gradebook(tmp_path, bank_and_key):
+    """A batch that stops before any submission is graded leaves no gradebook of no row, which
+    an instructor could upload as everyone's grade."""
+    bank, key = bank_and_key
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    done = batch_of_tiny(tmp_path, bank, key, "--scheduler", nobody)
+    assert done.returncode == 2 and "cannot reach the Dask scheduler" in done.stderr, done.stderr
+    assert not (tmp_path / "out" / "gradebook.csv").exists()
+
+
 def test_a_key_that_does_not_hold_an_exercise_as_it_is_is_refused_for_a_cluster(tmp_path,
                                                                                 bank_and_key):
     """On one machine an exercise changed since the key was built is graded live; a cluster's
@@ -366,6 +435,7 @@ def test_a_worker_without_gradcheck_stops_the_batch_saying_where_to_install_it(
     assert "could not take the bank (ImportError('not installed here'))" in done.stderr
     assert "install gradcheck[dask], this version, in the Python every `dask worker` runs" in (
         done.stderr)
+    assert not (tmp_path / "out" / "gradebook.csv").exists()  # no gradebook of no row
 
 
 @pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")

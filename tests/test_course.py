@@ -16,7 +16,8 @@ from gradcheck.bank.bundled import bank_dir, reference_path, starter_path
 from gradcheck.bank.loader import exercise_files, load_bank
 from gradcheck.cli import main
 from gradcheck.course import bundle, validate
-from gradcheck.course.scaffold import ENGINE, EXAMPLE, REQUIREMENTS, SCHEMA, WORKFLOW
+from gradcheck.bank.schema import COURSE_SCHEMA
+from gradcheck.course.scaffold import ENGINE, EXAMPLE, REQUIREMENTS, WORKFLOW
 from gradcheck.course.wheel import wheel_name
 from test_bundle import installed_wheel
 from gradcheck.grading import answer_key
@@ -53,7 +54,7 @@ def test_init_copies_the_bundled_bank_with_schema_lines_that_lead_to_the_schema(
     for file in exercise_files(full_course / "exercises"):
         assert validate.file_problems(file) == [], file
         assert (file.parent / file.read_text().splitlines()[0].split("$schema=")[1]).resolve() \
-            == (full_course / SCHEMA).resolve()
+            == (full_course / COURSE_SCHEMA).resolve()
 
 
 def test_init_empty_starts_from_one_example_that_validates(tmp_path, capsys):

@@ -18,6 +18,9 @@ from pathlib import Path
 from gradcheck.bank.bundled import bank_dir
 
 FILE_NAME = "gradcheck.toml"
+#: The student's module, unless the course file says: as the starter names it, and the workflow,
+#: the autograder and a batch's folder per student grade it.
+ENGINE = "engine.py"
 #: The user id the autograder runs a submission's worker as, unless the course file says.
 WORKER_USER = 61000
 #: How --exercises is described in each command's help.
@@ -38,7 +41,7 @@ class Course:
     #: the exercise bank, a folder
     exercises: Path
     #: the file students submit (a package folder of the same name without .py works too)
-    submission: str = "engine.py"
+    submission: str = ENGINE
     #: the uid the autograder runs a submission's worker as; None: as root
     worker_user: int | None = WORKER_USER
     #: the seed of the answer keys built in the course; None (`"random"`, or none set): a new
@@ -87,7 +90,7 @@ def read_course(path: Path) -> Course:
                               f"are {', '.join(_KEYS)}")
     exercises = _get(path, data, "exercises", str, "exercises", "a folder, such as "
                      '"exercises"')
-    submission = _get(path, data, "submission", str, "engine.py", 'a file name, such as '
+    submission = _get(path, data, "submission", str, ENGINE, 'a file name, such as '
                       '"engine.py"')
     if not submission.endswith(".py") or "/" in submission:
         raise CourseFileError(f'{path}: submission: {submission!r}: give a file name ending in '

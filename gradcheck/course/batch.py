@@ -40,8 +40,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from gradcheck.bank.bundled import bank_dir
-from gradcheck.bank.course_file import (BANK_HELP, Course, CourseFileError, course_bank, describe,
-                                        key_seed)
+from gradcheck.bank.course_file import (BANK_HELP, ENGINE, Course, CourseFileError, course_bank,
+                                        describe, key_seed)
 from gradcheck.bank.loader import Bank, load_bank
 from gradcheck.course.slots import (
     CANNOT_RUN,
@@ -52,6 +52,7 @@ from gradcheck.course.slots import (
     Stamp,
     bank_digest,
     file_digest,
+    graded_within,
     not_graded,
     results_score,
 )
@@ -109,8 +110,8 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
     out.mkdir(parents=True, exist_ok=True, mode=0o700 if worker_user is not None else 0o777)
     if worker_user is not None:
         secret = [*([key] if key else []), *(p for p in exercises if p != bank_dir())]
-        _warn_if_open([path for path in secret if _readable_by_others(path)], worker_user, jobs,
-                      "copy answers from them")
+        _warn_if_open([path for path in secret if _readable_by_others(path)], worker_user,
+                      None if scheduler else jobs, "copy answers from them")
         if scheduler is None:  # a Dask worker's machine has its own copies, root's alone
             _warn_if_open([*([folder] if _readable_by_others(folder) else []),
                            *([out] if _enterable_by_others(out) else [])], worker_user, jobs,
@@ -123,12 +124,21 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                       worker_python=worker_python)
     digests = (bank_digest(exercises), file_digest(key))
     entries = submissions(folder)
+    engine = course.submission if course else ENGINE
+    within = {entry.name: graded_within(entry, engine) for entry in entries}
     # OUT/<name>/ holds a submission's reports: one named as OUT's own files cannot have them
     refused = {entry.name: Row(entry.name, 0.0, max_score, "error", 0.0,
                                f"not graded: OUT/{entry.name} is the batch's own; rename it")
                for entry in entries if entry.name in (GRADEBOOK, BUILT_KEY)}
+    refused |= {name: Row(name, 0.0, max_score, "error", 0.0,
+                          f"not graded: a folder with neither __init__.py nor {engine}; put the "
+                          f"engine in {name}/{engine}, or make the folder a package")
+                for name, graded in within.items() if graded is None and name not in refused}
     for row in refused.values():
         print(f"{printable(row.submission, one_line=True)}: {row.note}", file=sys.stderr)
+        if row.submission not in (GRADEBOOK, BUILT_KEY):  # OUT/<name> is one of OUT's files
+            (out / row.submission).mkdir(exist_ok=True)
+            not_graded(row, out / row.submission, row.note)
     kept = (_complete([e for e in entries if e.name not in refused], out, digests, seed)
             if resume else {})
     rows = {**refused, **kept}
@@ -138,35 +148,39 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
           f"exercise{'s' * (len(bank.exercises) != 1)}, seed {seed}, "
           f"{where}" + (f", answer key {key}" if key else ", oracles live")
           + (f"; {len(kept)} kept from {out}" if resume else ""), file=sys.stderr)
-    if scheduler:
-        from gradcheck.course import cluster  # Dask is imported only for a cluster
+    with contextlib.ExitStack() as held:
+        if scheduler:
+            from gradcheck.course import cluster  # Dask is imported only for a cluster
 
-        graded = cluster.grade(scheduler, todo, out, options, max_score, worker_user, digests)
-    else:
-        graded = _grade_here(todo, out, options, max_score, jobs, worker_user, digests)
-    # The rows kept, then each row as it comes, appended (rewriting the whole gradebook for
-    # each would cost a batch of n submissions n^2 rows); in submission order at the end.
-    _write_gradebook(out / GRADEBOOK, [rows[e.name] for e in entries if e.name in rows])
-    with contextlib.closing(graded), open(out / GRADEBOOK, "a", newline="") as book:
-        # an interruption stops the graders (their finally)
-        for done, stamp in enumerate(graded, start=len(rows) + 1):
-            row = stamp.row
-            rows[row.submission] = row
-            stamp.write(out / row.submission)
-            book.write(_gradebook_lines([row]))
-            book.flush()
-            print(f"[{done}/{len(entries)}] {printable(row.submission, one_line=True)}: "
-                  f"{row.score:g}/{row.max:g} "
-                  f"{row.status} in {row.time:.1f} s" + (f" ({row.note})" if row.note else ""),
-                  file=sys.stderr)
+            # connected, and the bank given to the workers, before OUT has a gradebook
+            graded = cluster.grade(held.enter_context(cluster.session(scheduler, options)),
+                                   todo, within, out, options, max_score, worker_user, digests)
+        else:
+            graded = _grade_here(todo, within, out, options, max_score, jobs, worker_user,
+                                 digests)
+        held.enter_context(contextlib.closing(graded))  # an interruption stops the graders
+        # The rows kept, then each row as it comes, appended (rewriting the whole gradebook
+        # for each would cost a batch of n submissions n^2 rows); in submission order at the end.
+        _write_gradebook(out / GRADEBOOK, [rows[e.name] for e in entries if e.name in rows])
+        with open(out / GRADEBOOK, "a", newline="") as book:
+            for done, stamp in enumerate(graded, start=len(rows) + 1):
+                row = stamp.row
+                rows[row.submission] = row
+                stamp.write(out / row.submission)
+                book.write(_gradebook_lines([row]))
+                book.flush()
+                print(f"[{done}/{len(entries)}] {printable(row.submission, one_line=True)}: "
+                      f"{row.score:g}/{row.max:g} {row.status} in {row.time:.1f} s"
+                      + (f" ({row.note})" if row.note else ""), file=sys.stderr)
     _write_gradebook(out / GRADEBOOK, [rows[entry.name] for entry in entries])
     return [rows[entry.name] for entry in entries]
 
 
-def _grade_here(entries: list[Path], out: Path, options: Options, max_score: float, jobs: int,
-                worker_user: int | None, digests: tuple[str, str]) -> Iterator[Stamp]:
+def _grade_here(entries: list[Path], within: dict[str, str | None], out: Path,
+                options: Options, max_score: float, jobs: int, worker_user: int | None,
+                digests: tuple[str, str]) -> Iterator[Stamp]:
     """Grade on this machine, `jobs` at a time, each job slot with a long-lived grader of its
-    own (`slots.Server`); each result as it comes."""
+    own (`slots.Server`); each result as it comes. `within`: what of each entry is graded."""
     running = Running()
     servers = [Server(options.command(), running) for _ in range(jobs)]
     free: queue.SimpleQueue[int] = queue.SimpleQueue()  # the job slots free now
@@ -178,7 +192,8 @@ def _grade_here(entries: list[Path], out: Path, options: Options, max_score: flo
         try:
             user = None if worker_user is None else worker_user + slot
             try:
-                row = servers[slot].grade(entry, out / entry.name, max_score, options, user)
+                row = servers[slot].grade(entry, out / entry.name, max_score, options, user,
+                                          within=within[entry.name] or "")
             except Exception as error:  # a fault of gradcheck's: this row only, not the batch
                 row = Row(entry.name, 0.0, max_score, "error", 0.0,
                           f"not graded: the grader failed ({type(error).__name__}: {error})")
@@ -243,16 +258,16 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
             raise GraderError(f"the answer key {key} was built with seed {loaded.seed}, not "
                               f"{seed}; leave out --seed or build a key with seed {seed}")
         stale = loaded.stale(bank)
-        if stale and cluster:
+        if stale:
             more = f" (and {len(stale) - 1} more)" if len(stale) > 1 else ""
-            raise GraderError(
-                f"{stale[0]}{more}: a cluster's workers grade with the answer key alone, so build "
-                f"it again for this bank: gradcheck key build "
-                + " ".join(f"--exercises {path}" for path in exercises)
-                + f" --seed {loaded.seed} --out {key}")
-        for sentence in stale:
-            print(f"warning: {sentence}: graded live, torch and jax imported by every grader; "
-                  "rebuild the key with `gradcheck key build`", file=sys.stderr)
+            rebuild = ("gradcheck key build " + " ".join(f"--exercises {p}" for p in exercises)
+                       + f" --seed {loaded.seed} --out {key}")
+            if cluster:
+                raise GraderError(f"{stale[0]}{more}: a cluster's workers grade with the answer "
+                                  f"key alone, so build it again for this bank: {rebuild}")
+            # one line, not one per exercise: a key built for another bank misses them all
+            print(f"warning: {stale[0]}{more}: graded live, torch and jax imported by every "
+                  f"grader; build the key again for this bank: {rebuild}", file=sys.stderr)
         return key, loaded.seed
     seed, why = key_seed(seed, course)
     command = [sys.executable, "-m", "gradcheck", "key", "build", "--seed", str(seed),
@@ -270,12 +285,14 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
     return built, seed
 
 
-def _warn_if_open(paths: list[Path], worker_user: int, jobs: int, risk: str) -> None:
+def _warn_if_open(paths: list[Path], worker_user: int, jobs: int | None, risk: str) -> None:
     """Warn, once, that the workers' users may read `paths`, which a submission must not: the
-    answer key and exercises; the submissions and their results."""
+    answer key and exercises; the submissions and their results. `jobs`: the job slots here, or
+    None on a cluster, whose worker threads each claim a uid from `worker_user` up."""
     open_ = [str(path) for path in paths]
     if open_:
-        users = f"uid {worker_user}" + (f" to {worker_user + jobs - 1}" if jobs > 1 else "")
+        users = (f"uid {worker_user} and up, one per Dask worker thread" if jobs is None else
+                 f"uid {worker_user}" + (f" to {worker_user + jobs - 1}" if jobs > 1 else ""))
         print(f"warning: the workers' users ({users}) may read {', '.join(open_)}: a submission "
               f"could {risk}. Make them root's alone: chmod go-rwx {' '.join(open_)} "
               "(docs/security.md)", file=sys.stderr)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from gradcheck.bank.course_file import (
     BANK_HELP,
+    ENGINE,
     FILE_NAME,
     WORKER_USER,
     Course,
@@ -44,10 +45,8 @@ from gradcheck.bank.course_file import (
 )
 from gradcheck.bank.loader import Bank, exercise_files, load_bank, path_list
 from gradcheck.bank.problems import ExerciseError
-from gradcheck.bank.schema import SCHEMA_PATH
+from gradcheck.bank.schema import COURSE_SCHEMA, SCHEMA_PATH
 from gradcheck.course.scaffold import (
-    ENGINE,
-    SCHEMA,
     TEMPLATES,
     CourseError,
     carries_wheel,
@@ -128,8 +127,8 @@ def classroom(paths: list[Path], out: Path, *, key: Path | None = None, seed: in
         shutil.copyfile(file, target)
         written.append(target)
     (out / KEY_NAME).write_bytes(key_bytes)
-    (out / SCHEMA).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(SCHEMA_PATH, out / SCHEMA)
+    (out / COURSE_SCHEMA).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(SCHEMA_PATH, out / COURSE_SCHEMA)
     return written
 
 

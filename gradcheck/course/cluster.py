@@ -28,6 +28,7 @@ machine share a user.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import functools
@@ -41,7 +42,7 @@ import tarfile
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -68,12 +69,21 @@ LARGEST = 20 * 2**20
 UIDS = 4096
 
 
-def grade(address: str, entries: list[Path], out: Path, options: Options, max_score: float,
-          worker_user: int | None, digests: tuple[str, str]) -> Iterator[Stamp]:
-    """Grade `entries` on the cluster whose scheduler is at `address`; each submission's stamp
-    as its result comes in, its reports written in OUT/<name>/ by then."""
+@dataclasses.dataclass
+class Session:
+    """A batch's hold on the cluster: its client, and the bank it gave the workers."""
+
+    client: Client
+    batch: str
+    bank: dict[str, Any]
+
+
+@contextlib.contextmanager
+def session(address: str, options: Options) -> Iterator[Session]:
+    """Connect to the scheduler at `address` and give every worker the bank and key, or raise a
+    GraderError that says what to do, before any submission is sent (and before the batch
+    writes a gradebook); at the end, take the bank back and let the scheduler go."""
     client = _connect(address)
-    futures: dict[Any, Path] = {}
     finished = threading.Event()
     plugin: BankPlugin | None = None
     try:
@@ -92,7 +102,20 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
                 f"a Dask worker of {address} could not take the bank ({error}); install "
                 "gradcheck[dask], this version, in the Python every `dask worker` runs (the "
                 "worker's log says what it lacked)") from error
-        bank = _reference(payload)
+        yield Session(client, batch, _reference(payload))
+    finally:
+        finished.set()
+        _forget(client, plugin)
+        client.close()
+
+
+def grade(cluster: Session, entries: list[Path], within: dict[str, str | None], out: Path,
+          options: Options, max_score: float, worker_user: int | None,
+          digests: tuple[str, str]) -> Iterator[Stamp]:
+    """Grade `entries` (of each, the file `within` it names, if any) on the `cluster` a session
+    holds; each submission's stamp as its result comes in, its reports in OUT/<name>/ by then."""
+    futures: dict[Any, Path] = {}
+    try:
         for entry in entries:
             try:
                 archive = _archive(entry)
@@ -105,17 +128,15 @@ def grade(address: str, entries: list[Path], out: Path, options: Options, max_sc
                 slots.not_graded(row, out / entry.name, row.note)
                 yield Stamp(row, *digests, seed=options.seed)
                 continue
-            future = client.submit(grade_task, entry.name, archive, bank, options, max_score,
-                                   worker_user, key=f"gradcheck-{batch}-{entry.name}",
-                                   pure=False, retries=RETRIES)
+            future = cluster.client.submit(
+                grade_task, entry.name, within[entry.name] or "", archive, cluster.bank,
+                options, max_score, worker_user, key=f"gradcheck-{cluster.batch}-{entry.name}",
+                pure=False, retries=RETRIES)
             futures[future] = entry
         for future in as_completed(futures):
             yield _collect(future, futures[future], out, options, max_score, digests)
     finally:  # on an interruption: nothing more starts (what runs ends at its own time limit)
-        finished.set()
-        client.cancel(list(futures))
-        _forget(client, plugin)
-        client.close()
+        cluster.client.cancel(list(futures))
 
 
 def _forget(client: Client, plugin: BankPlugin | None) -> None:
@@ -293,10 +314,11 @@ def _archive(entry: Path) -> bytes:
 # --- on a worker --------------------------------------------------------------------------------
 
 
-def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Options,
-               max_score: float, worker_user: int | None) -> dict[str, Any]:
-    """Grade one submission on this Dask worker's machine; its reports' bytes and the digests
-    of the bank and key it was graded against, read back from the files the grader read."""
+def grade_task(name: str, within: str, archive: bytes, payload: dict[str, Any],
+               options: Options, max_score: float, worker_user: int | None) -> dict[str, Any]:
+    """Grade one submission (the file `within` it, if given) on this Dask worker's machine;
+    its reports' bytes and the digests of the bank and key it was graded against, read back
+    from the files the grader read."""
     exercises, key = _places(payload)
     if not all(path.exists() for path in exercises):
         raise GraderError(f"the bank {payload['name']} is not on this worker: its plugin failed")
@@ -309,7 +331,7 @@ def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Opti
             tar.extractall(work / "in", filter="data")
         reports = work / "out"
         row = _server(here.command()).grade(work / "in" / name, reports, max_score, here,
-                                            user)
+                                            user, _cancelled(), within)
         files = {report: (reports / report).read_bytes() for report in slots.REPORTS
                  if (reports / report).is_file()}
     finally:
@@ -317,6 +339,19 @@ def grade_task(name: str, archive: bytes, payload: dict[str, Any], options: Opti
     return {"row": dataclasses.asdict(row), "files": files,
             "bank_sha256": slots.bank_digest(exercises), "key_sha256": slots.file_digest(key),
             "host": _host(), "gradcheck": __version__, "code_sha256": code_digest()}
+
+
+def _cancelled() -> Callable[[], bool]:
+    """Whether the client let this task go while it runs (the batch was interrupted, or it
+    ended): Dask cannot stop a running task, so its grading asks, and stops itself, rather
+    than hold the worker thread a resumed batch waits for until its submission timeout."""
+    worker = get_worker()
+    key = worker.get_current_task()
+
+    def cancelled() -> bool:
+        task = worker.state.tasks.get(key)  # one read of the worker's table, safe off its loop
+        return task is None or task.state in ("cancelled", "released", "forgotten")
+    return cancelled
 
 
 @functools.cache

@@ -28,15 +28,11 @@ from pathlib import Path
 
 from gradcheck import __version__
 from gradcheck.bank.bundled import bank_dir, starter_path
-from gradcheck.bank.course_file import FILE_NAME, course_text
+from gradcheck.bank.course_file import ENGINE, FILE_NAME, course_text
 from gradcheck.bank.loader import exercise_files
-from gradcheck.bank.schema import SCHEMA_COMMENT, SCHEMA_PATH
+from gradcheck.bank.schema import COURSE_SCHEMA, SCHEMA_COMMENT, SCHEMA_PATH
 from gradcheck.course.wheel import WheelError, build_wheel
 
-#: The student's module, as the starter names it and the workflow and autograder grade it.
-ENGINE = "engine.py"
-#: Where a course keeps the schema, relative to its folder (and to the student template's).
-SCHEMA = Path("schema") / "exercise.schema.json"
 #: The exercise of the bundled bank that `init --empty` copies, as a model to write others by.
 EXAMPLE = Path("02-backward") / "chain-rule.exercise.yaml"
 TEMPLATES = Path(__file__).with_name("templates")
@@ -57,8 +53,8 @@ def init_course(folder: Path, *, empty: bool = False, requirement: str | None = 
         requirement = check_requirement(requirement)
     bank = bank_dir()
     files = [bank / EXAMPLE] if empty else exercise_files(bank)
-    written = copy_exercises(files, bank, folder / "exercises", schema=folder / SCHEMA)
-    written.append(_write(folder / SCHEMA, SCHEMA_PATH.read_text(encoding="utf-8")))
+    written = copy_exercises(files, bank, folder / "exercises", schema=folder / COURSE_SCHEMA)
+    written.append(_write(folder / COURSE_SCHEMA, SCHEMA_PATH.read_text(encoding="utf-8")))
     readme = _template("course-README.md").replace("@TITLE@", folder.resolve().name)
     written.append(_write(folder / "README.md", readme))
     written.append(_write(folder / FILE_NAME, course_text(secrets.randbelow(2**32))))

@@ -180,9 +180,12 @@ class Server:
         self.grading: int | None = None
 
     def grade(self, submission: Path, folder: Path, max_score: float, options: Options,
-              worker_user: int | None = None) -> Row:
-        """Grade one submission in a process of its own forked by the server, killed with
-        everything it started after the submission timeout; its reports in `folder`."""
+              worker_user: int | None = None, stopped: Callable[[], bool] | None = None,
+              within: str = "") -> Row:
+        """Grade one submission (the file `within` it, if given: `graded_within`) in a process
+        of its own forked by the server, killed with everything it started after the submission
+        timeout, or as soon as `stopped()` (asked every STOP_POLL seconds) says the batch that
+        wanted it is gone; its reports in `folder`."""
         folder.mkdir(parents=True, exist_ok=True)
         for stale in (folder / "results.json", folder / "junit.xml", folder / STAMP):
             stale.unlink(missing_ok=True)  # never read an earlier batch's file as this one's
@@ -190,11 +193,12 @@ class Server:
         limit = options.submission_timeout
         started = time.monotonic()
         try:
-            with private_copy(submission, worker_user) as graded:
+            with private_copy(submission, worker_user) as copy:
+                graded = copy / within if within else copy
                 request = {"submission": str(graded), "results": str(folder / "results.json"),
                            "log": str(folder / "grader.log"), "worker_user": worker_user,
                            "junit": str(folder / "junit.xml") if options.junit else None}
-                code: int | None | str = self._ask(request, started + limit)
+                code: int | None | str = self._ask(request, started + limit, stopped)
         except (trees.CopyRefused, OSError) as error:
             code = CANNOT_RUN
             why = (str(error) if isinstance(error, trees.CopyRefused)
@@ -230,7 +234,8 @@ class Server:
             scratch.sweep(scratch.WORKERS)
             self.grading = None
 
-    def _ask(self, request: dict[str, object], deadline: float) -> int | None | str:
+    def _ask(self, request: dict[str, object], deadline: float,
+             stopped: Callable[[], bool] | None = None) -> int | None | str:
         """The grading's exit status, None if it ran past `deadline` (then killed), or why the
         server failed (then stopped, to be started again for the next submission)."""
         if self.proc is None or self.proc.poll() is not None:
@@ -243,7 +248,7 @@ class Server:
             self.proc.stdin.flush()
             pid = self.grading = self._reply(time.monotonic() + SERVER_PATIENCE)["pid"]
             try:
-                code = self._reply(deadline)["exit"]
+                code = self._reply(deadline, stopped)["exit"]
             except TimeoutError:
                 _kill_pid_group(pid)
                 self._reply(time.monotonic() + SERVER_PATIENCE)  # the server saw it die
@@ -254,12 +259,14 @@ class Server:
             why = self._stop()
             return f"the job slot's grader failed ({why or error})"
 
-    def _reply(self, deadline: float) -> dict[str, int]:
-        """The server's next line, waited for until `deadline`."""
+    def _reply(self, deadline: float, stopped: Callable[[], bool] | None = None
+               ) -> dict[str, int]:
+        """The server's next line, waited for until `deadline` or until `stopped()`."""
         out = self.proc.stdout
-        ready = select.select([out], [], [], max(0.0, deadline - time.monotonic()))[0]
-        if not ready:
-            raise TimeoutError("no reply")
+        while not select.select([out], [], [], max(0.0, min(
+                deadline, time.monotonic() + STOP_POLL) - time.monotonic()))[0]:
+            if time.monotonic() >= deadline or (stopped is not None and stopped()):
+                raise TimeoutError("no reply")
         line = out.readline()
         if not line:
             raise ValueError("it exited")
@@ -272,6 +279,16 @@ class Server:
         self.running.discard(proc)
         lines = proc.stderr.read().decode(errors="replace").strip().splitlines()
         return lines[-1][:300] if lines else ""
+
+
+def graded_within(entry: Path, engine: str) -> str | None:
+    """What of a batch's `entry` is graded, as a path within it: "" for a module or a package
+    (the entry itself); `engine`, the course's submission file, for a folder that holds it and
+    is not a package (a folder per student, as Gradescope and GitHub Classroom download them,
+    whose other modules the engine may import); None when the folder holds neither."""
+    if not entry.is_dir() or (entry / "__init__.py").is_file():
+        return ""
+    return engine if (entry / engine).is_file() else None
 
 
 @contextlib.contextmanager
@@ -302,6 +319,8 @@ def private_copy(submission: Path, user: int | None) -> Iterator[Path]:
 
 #: Seconds a server has to answer a request or report a killed grading.
 SERVER_PATIENCE = 60.0
+#: Seconds between two questions whether the batch that asked for a grading is gone.
+STOP_POLL = 1.0
 
 
 def serve(grade: Callable[[dict[str, Any]], int]) -> int:
