@@ -3,6 +3,7 @@
 import hashlib
 import keyword
 import re
+import os
 import shutil
 from pathlib import Path
 
@@ -105,6 +106,29 @@ def test_a_byte_order_mark_is_read_past_and_a_byte_not_utf8_is_placed(tmp_path):
         load_exercise(latin)
     assert info.value.problems[0].line == 4
     assert "not UTF-8 text" in str(info.value) and "save the file as UTF-8" in str(info.value)
+
+
+def test_the_schema_line_asked_for_names_the_courses_copy_of_the_schema(tmp_path):
+    """In a course (its gradcheck.toml and schema/ folder above the file) the line asked for
+    points at the course's copy, which moves with it; outside one, at this gradcheck's."""
+    from gradcheck.bank.schema import SCHEMA_PATH
+    from gradcheck.course.validate import file_problems
+
+    body = (BANK / "good-two-inputs.exercise.yaml").read_text().partition("\n")[2]
+    course = tmp_path / "course"
+    (course / "schema").mkdir(parents=True)
+    (course / "schema" / "exercise.schema.json").write_text(SCHEMA_PATH.read_text())
+    (course / "gradcheck.toml").write_text('exercises = "exercises"\n')
+    inside = course / "exercises" / "week1" / "a.exercise.yaml"
+    outside = tmp_path / "loose" / "a.exercise.yaml"
+    for file in (inside, outside):
+        file.parent.mkdir(parents=True)
+        file.write_text(body)
+    [asked] = [p.message for p in file_problems(inside)]
+    assert "`# yaml-language-server: $schema=../../schema/exercise.schema.json`" in asked
+    [asked] = [p.message for p in file_problems(outside)]
+    wanted = os.path.relpath(SCHEMA_PATH, outside.parent)
+    assert f"`# yaml-language-server: $schema={wanted}`" in asked
 
 
 def test_missing_path_is_a_broken_entry_not_a_crash(tmp_path):

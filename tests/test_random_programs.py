@@ -6,6 +6,7 @@ import importlib.util
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -316,7 +317,9 @@ def gradcheck(*args, cwd=None):
 def test_fuzz_finds_shrinks_reports_and_emits_an_exercise_that_validates(tmp_path):
     submission = tmp_path / "engine.py"
     submission.write_text(mutate(SOURCE, MUTANTS["sigmoid-forgets-factor"]))
-    report, exercise = tmp_path / "report.json", tmp_path / "bank" / "found.exercise.yaml"
+    assert gradcheck("init", tmp_path / "course", "--empty").returncode == 0
+    report = tmp_path / "report.json"
+    exercise = tmp_path / "course" / "exercises" / "found" / "found.exercise.yaml"
     run = gradcheck("fuzz", submission, "--seed", 1, "--examples", 200, "--report-json", report,
                     "--emit-exercise", exercise)
     assert run.returncode == 1, run.stderr
@@ -327,6 +330,15 @@ def test_fuzz_finds_shrinks_reports_and_emits_an_exercise_that_validates(tmp_pat
     assert data["program"] == "a = x.sigmoid()\n" and data["program"] in run.stdout.replace(
         "    ", "")
     assert "finite differences, torch, jax" in run.stdout
+    # its schema line names the course's copy, so that it validates in any clone of the course
+    # (one into this machine's gradcheck would not), and its program is a block, as the
+    # format asks
+    assert exercise.read_text().startswith(
+        "# yaml-language-server: $schema=../../schema/exercise.schema.json\n")
+    assert "program: |\n  a = x.sigmoid()\n" in exercise.read_text()
+    moved = tmp_path / "clone" / "elsewhere" / "course"
+    shutil.move(tmp_path / "course", moved)
+    exercise = moved / "exercises" / "found" / "found.exercise.yaml"
     checked = gradcheck("validate", exercise)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     graded = gradcheck("grade", submission, "--exercises", exercise.parent, "--quiet")

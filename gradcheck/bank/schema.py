@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from gradcheck.bank import yaml_reader
+from gradcheck.bank.course_file import FILE_NAME
 from gradcheck.bank.models import Exercise
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "exercise.schema.json"
 SCHEMA_COMMENT = "# yaml-language-server: $schema="
+#: Where a course keeps its copy of the schema, from its folder (`gradcheck init` writes it).
+COURSE_SCHEMA = Path("schema") / "exercise.schema.json"
 
 
 
@@ -88,9 +91,14 @@ def write_schema(path: Path = SCHEMA_PATH) -> Path:
 
 
 def schema_comment(exercise_file: Path) -> str:
-    """The first line of an exercise file at `exercise_file`: the schema, by a relative path."""
-    relative = os.path.relpath(SCHEMA_PATH, Path(exercise_file).resolve().parent)
-    return SCHEMA_COMMENT + Path(relative).as_posix()
+    """The first line of an exercise file at `exercise_file`: the schema, by a relative path;
+    in a course that keeps a copy of it, that copy, which moves with the course (a path into
+    this machine's gradcheck would break in a teammate's clone or the course's CI)."""
+    folder = Path(exercise_file).resolve().parent
+    schema = next((course / COURSE_SCHEMA for course in (folder, *folder.parents)
+                   if (course / FILE_NAME).is_file() and (course / COURSE_SCHEMA).is_file()),
+                  SCHEMA_PATH)
+    return SCHEMA_COMMENT + Path(os.path.relpath(schema, folder)).as_posix()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -369,7 +369,7 @@ def _represent_str(dumper: _Dumper, text: str) -> yaml.ScalarNode:
     if any(c in text for c in "\r\x85\u2028\u2029"):
         style: str | None = '"'  # PyYAML writes these line breaks raw in other styles
     else:
-        style = "|" if "\n" in text.rstrip("\n") else None
+        style = "|" if "\n" in text else None  # a line that ends its text too: a program's
     return dumper.represent_scalar(_TAG + "str", text, style=style)
 
 
@@ -377,5 +377,5 @@ _Dumper.add_representer(str, _represent_str)
 
 
 def dump(data: Any) -> str:
-    """YAML text for plain data (mappings keep their order; multi-line strings as `|` blocks)."""
+    """YAML text for plain data (mappings keep their order; text of lines as `|` blocks)."""
     return yaml.dump(data, Dumper=_Dumper)

@@ -179,8 +179,7 @@ def exercise_text(found: fuzzing.Finding, path: Path, at_seed: int) -> str:
         "inputs": {name: {"value": value, "requires_grad": found.kind != "behaviour"
                           or name in found.session.requires_grad}
                    for name, value in drawn.point.items()},
-        # one line stays a plain YAML string, several are a block
-        "program": drawn.source if drawn.source.count("\n") > 1 else drawn.source.strip(),
+        "program": drawn.source,  # lines, so written as the format asks: a `|` block
         "checks": checks,
     }, strict=False)
     return dump_exercise(exercise, schema_comment(path))
