@@ -221,6 +221,19 @@ def test_each_odd_engine_loses_only_what_differs_from_torch(engine):
 
 
 @pytest.mark.slow
+def test_an_error_or_warning_of_a_class_derived_from_torchs_is_torchs():
+    """An `except RuntimeError` catches an engine's AutogradError(RuntimeError) as it catches
+    torch's error, and a warnings filter of UserWarning takes a subclass of it: neither costs a
+    point. An error of a class of its own that is no RuntimeError does."""
+    exercises = ["scalar-only", "backward-needs-grad", "nonleaf-grad-warns"]
+    assert graded("odd_own_error_classes", exercises) == {}
+    lost = graded("odd_unrelated_error_class", exercises)
+    assert sorted(lost) == ["backward-needs-grad", "scalar-only-rule"]
+    assert all("torch raises RuntimeError, your engine AutogradError (" in line
+               for _, lines in lost.values() for line in lines.values()), lost
+
+
+@pytest.mark.slow
 def test_what_an_operation_gave_from_elsewhere_is_never_a_piece_the_engine_lacks():
     """With `.grad` a numpy array, `w - w.grad * 0.05` gives a numpy array, and the step's
     `w.requires_grad_()` fails on it: a real difference from torch, said as what was raised on

@@ -22,6 +22,7 @@ Record = dict[str, Any]
 
 MAX_MESSAGE = 1000  # characters kept of an exception's message
 MAX_NAME = 200  # characters kept of a grad_fn name
+MAX_KINDS = 8  # builtin classes kept of an exception's (BaseException is the 4th of most)
 
 
 def type_name(obj: Any) -> str:
@@ -37,13 +38,23 @@ def type_label(obj: Any) -> str:
     return name if module == "builtins" or type(module) is not str else f"{module}.{name}"
 
 
-def error_record(exc: BaseException, phase: str) -> dict[str, str]:
-    """`{"type", "message", "phase"}` of an exception, as plain strings."""
+def builtin_kinds(cls: type) -> list[str]:
+    """The builtin classes among `cls` and its bases, most derived first: what an `except` or a
+    warnings filter of torch's class catches it as (an engine's AutogradError(RuntimeError)
+    is a RuntimeError, as torch's own error is)."""
+    mro = type.__dict__["__mro__"].__get__(cls)
+    return [type.__dict__["__name__"].__get__(base) for base in mro
+            if type.__dict__["__module__"].__get__(base) == "builtins"][:MAX_KINDS]
+
+
+def error_record(exc: BaseException, phase: str) -> dict[str, Any]:
+    """`{"type", "kinds", "message", "phase"}` of an exception, as plain strings."""
     try:
         message = str.__str__(str(exc))
     except Exception:
         message = "(its message could not be read)"
-    return {"type": type_name(exc), "message": message[:MAX_MESSAGE], "phase": phase}
+    return {"type": type_name(exc), "kinds": builtin_kinds(type(exc)),
+            "message": message[:MAX_MESSAGE], "phase": phase}
 
 
 def _is_number(x: Any) -> bool:

@@ -12,13 +12,13 @@ from typing import Any, Callable, Mapping
 from gradcheck.engine.run import (
     Record,
     Run,
+    builtin_kinds,
     floats,
     lookup,
     plain_numbers,
     plain_value,
     read_grad_field,
     type_label,
-    type_name,
 )
 from gradcheck.engine.wire import ProtocolError
 from gradcheck.program.language import (
@@ -82,8 +82,11 @@ def _read(run: Run, program: Program, env: dict, item: str) -> Any:
 
 
 def _categories(caught: list[warnings.WarningMessage]) -> list[str]:
-    """The warnings' category names, each once, in the order they were first issued."""
-    names = [type_name(w.category()) if isinstance(w.category, type) else "?" for w in caught]
+    """The warnings' categories, each once, in the order they were first issued: each the
+    builtin category it is, so that an engine's own subclass of UserWarning is a UserWarning,
+    as a warnings filter of UserWarning takes it."""
+    names = [(builtin_kinds(w.category) or ["?"])[0] if isinstance(w.category, type) else "?"
+             for w in caught]
     return list(dict.fromkeys(names))[:20]
 
 

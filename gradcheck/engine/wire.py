@@ -25,7 +25,7 @@ from gradcheck.program.session import (
 
 GRAPH_FIELDS = ("grad_fn", "is_leaf", "requires_grad", "value")
 #: an error record's keys: the first three always, the rest when it came from a use of the engine
-ERROR_KEYS = {"type", "message", "phase", "piece", "node", "absent"}
+ERROR_KEYS = {"type", "kinds", "message", "phase", "piece", "node", "absent"}
 #: what a request may carry: programs and inputs, never an expected answer.
 REQUEST_KEYS = {
     "inspect": {"kind"},
@@ -404,14 +404,18 @@ def _numbers_ok(x: Any) -> bool:
 
 
 def _optional_error(x: Any) -> None:
-    """None, or `{"type", "message", "phase"}` (strings) with, when the error came from a use of
-    the engine, the piece used (a name of ops.PIECES), its node and whether the piece is absent."""
+    """None, or `{"type", "message", "phase"}` (strings) with the builtin classes the error is
+    (`kinds`, a list of strings) and, when the error came from a use of the engine, the piece
+    used (a name of ops.PIECES), its node and whether the piece is absent."""
     if x is None:
         return
     _shape(isinstance(x, dict) and {"type", "message", "phase"} <= set(x) <= ERROR_KEYS
            and all(isinstance(x[k], str) for k in ("type", "message", "phase")), "error record")
     _shape(x.get("piece", "tensor") in PIECES and type(x.get("node", 0)) is int
            and x.get("node", 0) >= 0 and type(x.get("absent", False)) is bool, "error record")
+    kinds = x.get("kinds", [])
+    _shape(type(kinds) is list and len(kinds) <= 8 and all(type(k) is str for k in kinds),
+           "error record")
 
 
 def _observation(kind: str, x: Any) -> None:

@@ -94,7 +94,7 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
             said = _error_sentence(program, "", got["error"])
             return Verdict(f"{where}: torch raises nothing; {said.message}", said.blocked_by,
                            number, said.unreadable)
-        if want["error"] and want["error"]["type"] != got["error"]["type"]:
+        if want["error"] and not _raises_as(got["error"], want["error"]["type"]):
             return Verdict(f"{where}: torch raises {want['error']['type']}, your engine "
                            f"{got['error']['type']} ({first_line(got['error']['message'])})",
                            step=number)
@@ -114,6 +114,12 @@ def behaviour(torch: dict[str, Any], found: dict[str, Any], steps: Sequence[Step
                                step=number,
                                unreadable=isinstance(seen, dict) and unreadable(seen.get("error")))
     return Verdict("")
+
+
+def _raises_as(error: dict[str, Any], torch_type: str) -> bool:
+    """Whether the engine's error is of torch's class, or of one derived from it: an `except`
+    of torch's class catches either (a builtin one is told by the classes the error is)."""
+    return error["type"] == torch_type or torch_type in error.get("kinds", ())
 
 
 def _uses_gradient(step: Step, names: set[str]) -> bool:
