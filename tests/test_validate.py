@@ -233,6 +233,24 @@ def test_wrong_hand_answers_are_found_where_they_are_written(tmp_path):
                                                 "(or the program)")]
 
 
+def test_a_point_where_every_oracle_gives_nan_is_the_points_mistake_not_the_answers(tmp_path):
+    """Outside log's and sqrt's domains every oracle agrees on nan, so nothing disagrees; but
+    an engine's nan would then match theirs: the listed point is refused (move it), in the
+    answers as in the gradients check, and no hand answer is held to a nan."""
+    exercise = _exercise(tmp_path, "id: k\ntitle: k\ntopic: k\npoints: 1\ninputs:\n"
+                         "  x: {value: 0.3}\nprogram: |\n  f = x.log() + x.sqrt()\nchecks:\n"
+                         "  answers:\n    cases:\n      - at: {x: -1.0}\n"
+                         "        grads: {x: -1.0}\n  gradients: {points: [{x: -4.0}]}\n")
+    told = ("the program's value is not finite at x={}: {} so that every operation's argument "
+            "stays inside its domain and off its poles (a `convention` decides kinks only, not "
+            "these)")
+    assert [(p.line, p.field, p.message) for p in answer_problems(exercise)] == [
+        (12, "checks.answers.cases[0]", told.format("-1.0", "choose another point"))]
+    assert [(p.field, p.message) for p in agreement_problems(exercise)
+            if "not finite" in p.message] == [
+        ("checks.gradients.points[0]", told.format("-4.0", "move the point"))]
+
+
 #: How a hand answer is told the tolerance it was held to, by default.
 HELD = "more than `tolerance.analytic` allows (atol 1e-12 + rtol 1e-09 × |expected|); "
 

@@ -226,10 +226,11 @@ def answer_problems(exercise: Exercise) -> list[Problem]:
     agreement = _agreement(exercise, "answers", exercise.check_points("answers"))
     problems = _disagreements(exercise, agreement, lambda i: ("checks", "answers", "cases", i),
                               "choose another point")
+    outside = _not_finite(agreement)  # told above: no hand answer is held to a nan
     for quantity in agreement.quantities:
         for i, case in enumerate(answers.cases):
             given = case.value if quantity.name == "value" else case.grads.get(quantity.name)
-            if given is None or not quantity.graded[i].all():
+            if given is None or i in outside or not quantity.graded[i].all():
                 continue
             expected = quantity.expected[i]
             if not quantity.tolerance.close(np.ravel(given), expected).all():
@@ -276,8 +277,7 @@ def _disagreements(exercise: Exercise, agreement: compare.Agreement,
     A convention decides a kink only: at a pole or outside an operation's domain (where the
     function's value is not finite) there is no derivative for torch's number to stand for, so
     such a point is refused under one too."""
-    outside = {int(i) for q in agreement.quantities if q.name == "value"
-               for i in np.flatnonzero(~np.isfinite(q.expected).all(axis=1))}
+    outside = _not_finite(agreement)
     found = [d for d in agreement.disagreements()
              if d.graded_by is None or (d.reason == compare.EDGE and d.point in outside)]
     zero = [name for name, pair in (("analytic", exercise.tolerance.analytic),
@@ -296,7 +296,18 @@ def _disagreements(exercise: Exercise, agreement: compare.Agreement,
     if len(found) > SHOWN:
         problems.append(exercise.problem(where(found[SHOWN].point),
                                          f"... and {len(found) - SHOWN} more disagreements"))
+    # where every oracle agrees the value is nan or infinite there is nothing to grade (an
+    # engine's nan would match theirs): the point is the exercise's mistake, not a hand answer
+    problems += [exercise.problem(where(i), f"the program's value is not finite at "
+                                  f"{agreement.point_text(i)}: {_fix(fix, True)}")
+                 for i in sorted(outside - {d.point for d in found})[:SHOWN]]
     return problems
+
+
+def _not_finite(agreement: compare.Agreement) -> set[int]:
+    """The points where the program's value is nan or infinite (by the oracles)."""
+    return {int(i) for q in agreement.quantities if q.name == "value"
+            for i in np.flatnonzero(~np.isfinite(q.expected).all(axis=1))}
 
 
 def _fix(fix: str, outside: bool) -> str:
