@@ -20,7 +20,7 @@ import ctypes
 import os
 import select
 import stat
-from typing import BinaryIO, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from gradcheck.engine import keyrings, trees
 
@@ -328,7 +328,7 @@ class _MountTable:
 
     def __init__(self) -> None:
         self._pid = 0
-        self._file: BinaryIO | None = None
+        self._fd: int | None = None  # a bare descriptor, open for the process's life
         self._watch = select.poll()
         self._changes = 0
 
@@ -337,13 +337,15 @@ class _MountTable:
         if self._pid != os.getpid():
             self._pid = os.getpid()
             self._watch = select.poll()
+            if self._fd is not None:  # the parent's, inherited: this process's copy of it
+                os.close(self._fd)
             try:
-                self._file = open("/proc/self/mounts", "rb")
-                self._watch.register(self._file, select.POLLPRI)
+                self._fd = os.open("/proc/self/mounts", os.O_RDONLY | os.O_CLOEXEC)
+                self._watch.register(self._fd, select.POLLPRI)
             except OSError:  # no poll to be had: taken as changed at every call
-                self._file = None
+                self._fd = None
             self._changes += 1
-        if self._file is None or self._watch.poll(0):
+        if self._fd is None or self._watch.poll(0):
             self._changes += 1
         return self._changes
 
