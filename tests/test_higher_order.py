@@ -201,6 +201,20 @@ def test_the_hessian_check_passes_the_reference_and_fails_a_wrong_second_derivat
     wrong = _grade(_mutant_file(tmp_path, "tanh-graph-half-detached"), exercise)["hessian"]
     assert wrong.status == "failed" and wrong.score == 0
     assert "d2z/d(direction) dx" in wrong.message and "direction e(x)" in wrong.message
+    assert "(direction e(x) is the row of input x: dz/d(direction) is then dz/dx" in (
+        wrong.message)
+
+
+def test_a_hessian_vector_products_legend_names_the_exercises_own_input(tmp_path):
+    """A Hessian-vector product's failure is read in the exercise's input (w), not in an x and
+    a y it does not have."""
+    exercise = HIGHER / "hessian-vector-product.exercise.yaml"
+    wrong = _grade(_mutant_file(tmp_path, "mul-own-operand"), exercise)["hessian"]
+    assert wrong.status == "failed", wrong.message
+    assert ("(direction vector is the check's vector v: df/d(direction) is the gradient dotted "
+            "with v, and d2f/d(direction) dw is the derivative of that product with respect to "
+            "w") in wrong.message
+    assert "input x" not in wrong.message
 
 
 def test_an_engine_without_create_graph_loses_only_the_checks_that_need_it(tmp_path):

@@ -701,12 +701,7 @@ class Grader:
             return Outcome("skipped", grading.message, grading.author_notes)
         if grading.passed:
             return Outcome("passed", grading.message, grading.author_notes)
-        out = exercise.program.output_name
-        message = (f"{grading.message}\n(direction e(x) is the row of input x: "
-                   f"d{out}/d(direction) is then d{out}/dx, as backward(create_graph=True) "
-                   f"leaves it in x.grad, and d2{out}/d(direction) dy is its derivative with "
-                   "respect to y, from a backward of that gradient; direction vector is the "
-                   "check's vector, for a Hessian-vector product)")
+        message = f"{grading.message}\n({_directions_legend(exercise, names)})"
         return Outcome("failed", _with_hint(message, exercise, self._check), grading.author_notes,
                        grading.blocked_by)
 
@@ -1133,3 +1128,18 @@ def grade(submission: str | Path, exercises: str | Path | Iterable[str | Path] |
             return report
     finally:  # a helper no grading took (a bad bank or submission) must not outlive the call
         helper_process.discard()
+
+
+def _directions_legend(exercise: Exercise, names: Sequence[str]) -> str:
+    """How to read a failed second derivative's label, in the exercise's own input names."""
+    out, first = exercise.program.output_name, names[0]
+    if exercise.checks.hessian.vector:
+        return (f"direction vector is the check's vector v: d{out}/d(direction) is the gradient "
+                f"dotted with v, and d2{out}/d(direction) d{first} is the derivative of that "
+                f"product with respect to {first}, from a backward of it: the Hessian-vector "
+                "product")
+    other = names[1] if len(names) > 1 else first
+    return (f"direction e({first}) is the row of input {first}: d{out}/d(direction) is then "
+            f"d{out}/d{first}, as backward(create_graph=True) leaves it in {first}.grad, and "
+            f"d2{out}/d(direction) d{other} is its derivative with respect to {other}, from a "
+            "backward of that gradient")
