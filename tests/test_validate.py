@@ -411,7 +411,8 @@ def test_four_problems_of_one_file_in_one_run(tmp_path):
                                      "on}\n  x: {value: 2.0}\n")
                     .replace("grads: {x: 2.0}", "grads: {x: 5.0}")
                     .replace("topic: t\n", "topic: t\ntopic: u\n"))
-    assert [(line, field) for line, field, _ in _messages(path)] == [
-        (4, "topic"), (8, "inputs.x"),  # written twice
+    assert [(line, field) for line, field, _ in _messages(path)] == [  # in the file's order
+        (4, "topic"),  # written twice
         (7, "inputs.x.requires_grad"),  # on
+        (8, "inputs.x"),  # written twice
         (14, "checks.answers.cases[0].grads.x")]  # 5.0 for 2.0

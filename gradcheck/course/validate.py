@@ -71,7 +71,9 @@ def validate(paths: PathArg, static: bool = False, notes: list[str] | None = Non
                  if problem.field.startswith("checks.")}
         problems += [problem for problem in reference_problems(bank.exercises)
                      if (problem.file, problem.field.split(".")[1]) not in found]
-    return problems
+    # each file's problems in the order of its lines, as an author reads down the file
+    order = {file: number for number, file in enumerate(dict.fromkeys(p.file for p in problems))}
+    return sorted(problems, key=lambda problem: (order[problem.file], problem.line))
 
 
 def reference_problems(exercises: Sequence[Exercise]) -> list[Problem]:
