@@ -170,6 +170,23 @@ def test_a_key_with_random_programs_pins_the_hypothesis_that_drew_them(tmp_path)
             f"hypothesis=={importlib.metadata.version('hypothesis')}\n")
 
 
+def test_a_bank_with_broken_exercises_is_refused_naming_every_one(tmp_path):
+    """As `validate` does: an instructor fixes them all in one round, not one bundle at a time."""
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    (folder / "a.exercise.yaml").write_text("id: a\ntitle: A\ntopic: t\npoints: three\n")
+    (folder / "b.exercise.yaml").write_text("id: b\n\ttitle: B\n")
+    with pytest.raises(bundle.BundleError) as refused:
+        bundle.gradescope([folder], tmp_path / "a.zip",
+                          requirement="gradcheck @ git+https://example.org/g.git")
+    said = str(refused.value)
+    assert said.startswith("a broken exercise cannot be bundled; fix it (see `gradcheck "
+                           "validate`):\n")
+    assert f"{folder / 'a.exercise.yaml'}:4: points:" in said
+    assert f"{folder / 'b.exercise.yaml'}:2:" in said
+    assert not (tmp_path / "a.zip").exists()
+
+
 def test_a_hessian_of_a_detach_is_bundled_and_one_that_grades_nothing_is_refused(tmp_path):
     """The key built for the bundle holds torch's and jax's second derivatives where finite
     differences cannot give them; with finite differences its only oracle, the check would

@@ -44,7 +44,6 @@ from gradcheck.bank.course_file import (
     key_seed,
 )
 from gradcheck.bank.loader import Bank, exercise_files, load_bank, path_list
-from gradcheck.bank.problems import ExerciseError
 from gradcheck.bank.schema import COURSE_SCHEMA, SCHEMA_PATH
 from gradcheck.course.scaffold import (
     TEMPLATES,
@@ -138,11 +137,11 @@ def _load(paths: list[Path], course: Course | None) -> Bank:
     for path in paths:
         if not path.exists():
             raise BundleError(f"--exercises {path}: no such file or folder")
-    try:
-        bank = load_bank(paths, strict=True)
-    except ExerciseError as error:
-        raise BundleError(f"a broken exercise cannot be bundled; fix it (see `gradcheck "
-                          f"validate`):\n{error}") from error
+    bank = load_bank(paths)  # every broken file named at once, as validate names them
+    if bank.broken:
+        raise BundleError("a broken exercise cannot be bundled; fix it (see `gradcheck "
+                          "validate`):\n" + "\n".join(str(problem) for _, error in bank.broken
+                                                       for problem in error.problems))
     if not bank.exercises:
         raise BundleError("no *.exercise.yaml files in " + ", ".join(map(str, paths)))
     problems = [problem for exercise in bank.exercises for problem in oracle_problems(exercise)]
