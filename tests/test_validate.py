@@ -118,7 +118,8 @@ def test_a_misnamed_file_beside_good_ones_in_a_folder_is_reported(tmp_path):
                         "not an exercise"),
         ("notes.YML", "rename it notes.exercise.yaml, or move it out of the bank if it is not "
                       "an exercise")]
-    assert problems[0].message.startswith("the bank collects only *.exercise.yaml files")
+    assert problems[0].message.startswith(
+        "a bank's folder is searched for *.exercise.yaml files only")
 
 
 @pytest.mark.parametrize("program, avoid, fix", [

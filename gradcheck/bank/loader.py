@@ -164,8 +164,9 @@ def misnamed_files(paths: PathArg) -> list[Path]:
 def misnamed_message(path: Path) -> str:
     """What to do about a file `misnamed_files` finds (or one named so and given directly)."""
     stem = path.name.rsplit(".", 1)[0].removesuffix(".exercise")
-    return (f"the bank collects only *{SUFFIX} files, so a folder of them skips this one; rename it "
-            f"{stem + SUFFIX}, or move it out of the bank if it is not an exercise")
+    return (f"a bank's folder is searched for *{SUFFIX} files only, so this file is not "
+            f"graded; rename it {stem + SUFFIX}, or move it out of the bank if it is not an "
+            "exercise")
 
 
 def load_bank(paths: PathArg, strict: bool = False) -> Bank:
