@@ -79,12 +79,15 @@ def test_a_batch_with_crashing_and_hanging_engines_completes_with_every_row(fold
     for name in rows:  # a Gradescope file for every submission, even those never graded
         assert "score" in read_results(out / name / "results.json")
     assert "did not finish" in read_results(out / "hang_import.py" / "results.json")["output"]
-    assert "is a folder without __init__.py" in (out / "notes" / "grader.log").read_text()
+    assert "a folder with neither __init__.py nor engine.py" in read_results(
+        out / "notes" / "results.json")["output"]
     # torch and jax ran once, into a key the graders used; progress: a line per submission
     assert (out / "key.json").is_file() and "answer key" in run.stderr
     assert stat.S_IMODE((out / "key.json").stat().st_mode) == 0o600  # root's alone
+    # a line per submission: notes refused at once, the five others as each is graded
+    assert "notes: not graded: a folder with neither __init__.py nor engine.py" in run.stderr
     assert sorted(line.split("]")[0] for line in run.stderr.splitlines()
-                  if line.startswith("[")) == [f"[{i}/6" for i in range(1, 7)]
+                  if line.startswith("[")) == [f"[{i}/6" for i in range(2, 7)]
 
 
 def test_a_submission_of_a_batch_imports_none_of_the_others(tmp_path):
