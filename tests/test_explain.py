@@ -96,6 +96,17 @@ def test_an_exercise_of_the_bundled_bank_is_found_by_id(capsys):
     assert "x.grad = 12.0 = 1.0 × 2.0 × 6.0" in out
 
 
+def test_a_point_outside_an_operations_domain_is_said_to_be_one(capsys):
+    """At x = -1, log's value is nan: the walk is shown, and the line above it says why its
+    numbers are nan and what point to give instead."""
+    status, out, _ = explain(capsys, "op-log", "--at", "x=-1")
+    assert status == 0
+    assert ("At x=-1.0, y=2.0, z = nan. z is not finite here: an operation's argument lies "
+            "outside its domain or on a pole, where there is no derivative to explain; give --at "
+            "a point inside every operation's domain.") in out
+    assert "not finite" not in explain(capsys, "op-log", "--at", "x=1")[1]
+
+
 def test_the_sum_over_paths_of_slope_products_is_the_gradient():
     # The chain rule itself: every path from the output to an input contributes the product of
     # the local slopes along it, and torch's gradient is their sum.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import secrets
 import shlex
 import sys
@@ -329,8 +330,14 @@ def heading(exercise: Exercise, w: Walk) -> str:
     program = "\n".join(f"    {line}" for line in exercise.program.source.strip().splitlines())
     point = ", ".join(f"{name}={number_text(value)}" for name, value in w.point.items())
     output = w.program.output_name
+    value = w.values[w.output]
+    outside = ("" if value is None or all(math.isfinite(v) for v in (
+        value if isinstance(value, list) else [value])) else
+               f" {output} is not finite here: an operation's argument lies outside its domain "
+               "or on a pole, where there is no derivative to explain; give --at a point inside "
+               "every operation's domain.")
     return (f"{exercise.id}: {exercise.title}\n{program}\n"
-            f"At {point}, {output} = {number_text(w.values[w.output])}. backward() starts at "
+            f"At {point}, {output} = {number_text(value)}.{outside} backward() starts at "
             f"{output} with gradient 1.0; each node multiplies the gradient arriving at it by its "
             "local slope with respect to each operand and passes the product on.")
 
