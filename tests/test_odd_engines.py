@@ -234,6 +234,23 @@ def test_an_error_or_warning_of_a_class_derived_from_torchs_is_torchs():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("engine, step", [
+    ("odd_no_grad_exit_on", "step 4, `the program again under no_grad(), after a nested "
+     "no_grad() exited` (no-grad-restores.exercise.yaml:26): after it, y.requires_grad is True "
+     "in your engine; torch gives False"),
+    ("odd_no_grad_exit_unguarded", "step 5, `the program again, after a no_grad() block was left "
+     "by an exception` (no-grad-restores.exercise.yaml:29): after it, y.requires_grad is False "
+     "in your engine; torch gives True"),
+])
+def test_a_no_grad_that_does_not_restore_the_mode_it_found_loses_its_step(engine, step):
+    """`no_grad()` must give back, on exit, the mode it found, whichever way its block ends:
+    turning recording on ends a nested block's outer one too soon, and an exit that restores
+    nothing after an error leaves recording off for good."""
+    assert graded(engine, ["no-grad-restores"]) == {
+        "no-grad-restores-tracking": (0.0, {"behaviour": step})}
+
+
+@pytest.mark.slow
 def test_what_an_operation_gave_from_elsewhere_is_never_a_piece_the_engine_lacks():
     """With `.grad` a numpy array, `w - w.grad * 0.05` gives a numpy array, and the step's
     `w.requires_grad_()` fails on it: a real difference from torch, said as what was raised on

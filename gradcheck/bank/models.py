@@ -354,8 +354,10 @@ class GraphCheck(_Check):
 class Forward(_Model):
     """Run the program again on the current leaves, rebinding every variable."""
 
-    no_grad: bool = False
-    """Run it inside `with no_grad():`."""
+    no_grad: bool | Literal["nested", "after_error"] = False
+    """Run it inside `with no_grad():` (true); `nested`: inside one, after a `with no_grad():`
+    nested in it has exited (recording stays off); `after_error`: recording, after a
+    `with no_grad():` block was left by an exception (recording is back on)."""
 
 
 class Backward(_Model):

@@ -182,6 +182,10 @@ def read_grad_field(field: str, obj: Any, name: str) -> bool | None:
     return read_field(field, g, f"{name}.grad")
 
 
+class _LeftByError(Exception):
+    """Raised inside a `no_grad()` block to leave it as an error would."""
+
+
 class Run:
     """One request on one engine: the phase it is in, and errors recorded with that phase."""
 
@@ -263,15 +267,29 @@ class Run:
         self.use = None
         return made
 
-    def forward(self, program: Program, leaves: Mapping[str, Any], no_grad: bool = False) -> dict:
-        """Every variable of the program, bound to what the engine computed."""
+    def forward(self, program: Program, leaves: Mapping[str, Any],
+                no_grad: bool | str = False) -> dict:
+        """Every variable of the program, bound to what the engine computed; inside
+        `no_grad()` if `no_grad`, after a nested `no_grad()` exited if "nested", and after a
+        `no_grad()` left by an exception (so recording) if "after_error"."""
         self.enter("forward")
-        if no_grad:
-            self.using("no_grad", None, self.engine)
-            with self.engine.no_grad():
-                values = self.evaluate(program, leaves)
-        else:
+        if not no_grad:
             values = self.evaluate(program, leaves)
+            return {name: values[i] for name, i in program.names.items()}
+        self.using("no_grad", None, self.engine)
+        if no_grad == "after_error":
+            try:
+                with self.engine.no_grad():
+                    raise _LeftByError
+            except _LeftByError:
+                pass
+            values = self.evaluate(program, leaves)
+        else:
+            with self.engine.no_grad():
+                if no_grad == "nested":
+                    with self.engine.no_grad():
+                        pass
+                values = self.evaluate(program, leaves)
         return {name: values[i] for name, i in program.names.items()}
 
     def evaluate(self, program: Program, leaves: Mapping[str, Any]) -> list[Any]:

@@ -103,7 +103,7 @@ def _action(step: Mapping[str, Any]) -> tuple[str, Any]:
 
 def _step_forward(run: Run, program: Program, env: dict, args: Mapping[str, Any]) -> None:
     leaves = {name: lookup(env, name) for name in program.inputs}
-    env.update(run.forward(program, leaves, bool(args.get("no_grad"))))
+    env.update(run.forward(program, leaves, args.get("no_grad") or False))
 
 
 def _step_backward(run: Run, program: Program, env: dict, args: Mapping[str, Any]) -> None:

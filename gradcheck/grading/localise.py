@@ -454,7 +454,10 @@ def step_code(step: Any, output: str) -> str:
         call = ", ".join([args.of or output, f"({wrt})", *_flags(args)])
         return f"{', '.join(args.names)} = grad({call})"
     if action == "forward":
-        return "the program again" + (" under no_grad()" if args.no_grad else "")
+        return "the program again" + {
+            "nested": " under no_grad(), after a nested no_grad() exited",
+            "after_error": ", after a no_grad() block was left by an exception",
+        }.get(args.no_grad, " under no_grad()" if args.no_grad else "")
     if action == "zero_grad":
         return "; ".join(f"{name}.grad = None" for name in args)
     if action == "retain_grad":
