@@ -17,7 +17,9 @@ reports' bytes with the sha256 of the bank and key it read there. The client wri
 into OUT and refuses a result graded against other bytes. (Scattered data would be lost for good
 with the last worker that held it; a task's result is computed again.)
 
-Faults are Dask's to handle: a task whose worker is lost is run again on another one (up to the
+A batch that stops (Ctrl-C) cancels its tasks: those waiting never start, and a grading that
+runs sees its task cancelled within a second and is killed, as at its timeout, so that it does
+not hold its worker thread. Faults are Dask's to handle: a task whose worker is lost is run again on another one (up to the
 scheduler's `distributed.scheduler.allowed-failures`, 3 by default); a task that fails on every
 try is reported "not graded (worker lost)" with status `lost`, never as a silent 0. Each
 submission is one Dask future, so it has exactly one row, whichever try's result the client got.
@@ -135,7 +137,7 @@ def grade(cluster: Session, entries: list[Path], within: dict[str, str | None], 
             futures[future] = entry
         for future in as_completed(futures):
             yield _collect(future, futures[future], out, options, max_score, digests)
-    finally:  # on an interruption: nothing more starts (what runs ends at its own time limit)
+    finally:  # on an interruption nothing more starts, and what runs stops (`_cancelled`)
         cluster.client.cancel(list(futures))
 
 
