@@ -382,9 +382,12 @@ def test_error_records_survive_unprintable_and_lying_exceptions():
         pass
 
     assert run.error_record(Unprintable(), "read") == {
-        "type": "Unprintable", "message": "(its message could not be read)", "phase": "read"}
+        "type": "Unprintable", "kinds": ["Exception", "BaseException"],
+        "message": "(its message could not be read)", "phase": "read"}
+    # the builtin classes it derives from, by their real names too: no RuntimeError among them
     assert run.error_record(Disguised("x" * 5000), "backward") == {
-        "type": "Disguised", "message": "x" * run.MAX_MESSAGE, "phase": "backward"}
+        "type": "Disguised", "kinds": ["Exception", "BaseException"],
+        "message": "x" * run.MAX_MESSAGE, "phase": "backward"}
 
 
 def test_memory_errors_are_not_recorded_but_end_the_request():

@@ -42,7 +42,7 @@ def builtin_kinds(cls: type) -> list[str]:
     """The builtin classes among `cls` and its bases, most derived first: what an `except` or a
     warnings filter of torch's class catches it as (an engine's AutogradError(RuntimeError)
     is a RuntimeError, as torch's own error is)."""
-    mro = type.__dict__["__mro__"].__get__(cls)
+    mro = type.__dict__["__mro__"].__get__(cls)[:-1]  # object, the last, is no kind of error
     return [type.__dict__["__name__"].__get__(base) for base in mro
             if type.__dict__["__module__"].__get__(base) == "builtins"][:MAX_KINDS]
 
