@@ -1949,3 +1949,69 @@ def test_a_grader_killed_at_the_submission_timeout_leaves_no_process_behind(tmp_
         timeout=300)
     assert "timeout" in (tmp_path / "out" / "gradebook.csv").read_text(), done.stderr
     assert gone_within(_escaped(pidfile), 2)
+
+
+# --- no network: a worker opens no socket -------------------------------------------------------
+
+#: An engine (tiny's) that tries, at import, to reach a server with a socket of every family a
+#: submission could use, and from a child process, and to make an io_uring (which can make
+#: sockets without socket()); it exports what came of each as the module's `tried`.
+_KNOCKER = """
+import ctypes, json, socket, subprocess, sys
+sys.path.append({engines!r})
+from tiny import Tensor, no_grad, tensor  # noqa: F401
+
+tried = {{}}
+for family in (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX):
+    try:
+        socket.socket(family).close()
+        tried[family.name] = "made"
+    except OSError as error:
+        tried[family.name] = error.errno
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+except OSError:
+    pass
+subprocess.run([sys.executable, "-c", "import socket; "
+                "socket.create_connection(('127.0.0.1', {port}), timeout=2)"])
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+tried["io_uring"] = [libc.syscall(ctypes.c_long(425), ctypes.c_ulong(4), params),
+                     ctypes.get_errno()]
+print("tried", json.dumps(tried), flush=True)
+"""
+
+
+@pytest.mark.parametrize("another", [False, True], ids=["as the grader's user", "as another user"])
+def test_a_worker_opens_no_socket_so_reaches_no_server_and_no_dask_scheduler(open_folder,
+                                                                             another):
+    """A submission that could open sockets could reach what its machine reaches; on a Dask
+    cluster, the scheduler, which runs what any client sends as the Dask worker's user (root):
+    a submission of a user of its own became root and rewrote every grade. Its worker's
+    `socket()` and `io_uring_setup()` fail, in what it starts too, and a server listening on the
+    loopback address is never reached."""
+    if another and PYTHON is None:
+        pytest.skip("needs root and a Python 3.11 that another user may run")
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    reached = []
+    threading.Thread(target=lambda: reached.append(server.accept()), daemon=True).start()
+    engine = open_folder / "knocker.py"
+    engine.write_text(_KNOCKER.format(engines=str(ENGINES), port=server.getsockname()[1]))
+    program = parse("z = x * x", {"x": None})
+    request = {"kind": "gradients", "program": program.spec(), "points": [{"x": 3.0}],
+               "requires_grad": ["x"]}
+    try:
+        with Worker(engine, user=UID if another else None,
+                    python=PYTHON if another else sys.executable) as worker:
+            reply = worker.request(request, timeout=30)
+            said = worker.output
+    finally:
+        server.close()
+    assert not isinstance(reply, Failure), reply
+    assert reply["results"][0]["grads"] == {"x": 6.0}  # graded as ever
+    assert reached == []
+    tried = json.loads(said.split("tried ", 1)[1].splitlines()[0])
+    assert tried == {"AF_INET": 13, "AF_INET6": 13, "AF_UNIX": 13, "io_uring": [-1, 13]}

@@ -113,16 +113,18 @@ def plain_grad(g: Any, what: str) -> float | list[float] | None:
     """A `.grad`: None, a tensor, a number or a list of numbers."""
     if g is None:
         return None
-    if _is_number(g) or issubclass(type(g), (list, tuple)):
+    if type(g) in (int, float, list, tuple):
         return plain_numbers(g, what, ".grad")
     zero = getattr(g, "_is_zerotensor", None)
     if callable(zero) and zero() is True:
         g = g.clone()  # torch's efficient zeros (a second derivative) refuse tolist() until copied
     tolist = getattr(g, "tolist", None)
-    if not callable(tolist):
-        raise ProtocolError(f"backward left {what}.grad as a {type_label(g)}; it should be None, "
-                            "a tensor, a number or a list of numbers")
-    return plain_numbers(tolist(), what, ".grad.tolist()")
+    if callable(tolist):  # a tensor: the engine's own subclass of list or float too
+        return plain_numbers(tolist(), what, ".grad.tolist()")
+    if _is_number(g) or issubclass(type(g), (list, tuple)):
+        return plain_numbers(g, what, ".grad")
+    raise ProtocolError(f"backward left {what}.grad as a {type_label(g)}; it should be None, "
+                        "a tensor, a number or a list of numbers")
 
 
 def plain_flag(x: Any, what: str) -> bool:
@@ -177,7 +179,9 @@ def read_grad_field(field: str, obj: Any, name: str) -> bool | None:
     g = obj.grad
     if g is None:
         return None
-    if issubclass(type(g), (int, float, list, tuple)):  # a plain number: no history
+    # a plain number or list has no history; an engine's tensor that subclasses float or list
+    # has its own flags
+    if issubclass(type(g), (int, float, list, tuple)) and not has(g, "requires_grad"):
         return {"requires_grad": False, "is_leaf": True, "has_grad_fn": False}[field]
     return read_field(field, g, f"{name}.grad")
 

@@ -718,13 +718,20 @@ def _as_user(user: int | None) -> dict[str, Any]:
 # --- before grading: can a worker of another user start at all? --------------------------------
 
 #: what `preflight` runs as the worker's user, given the gradcheck folder and the submission: the
-#: worker's own start, up to importing gradcheck.engine.worker, then a read of every file and folder of
-#: the submission, which is not imported. It prints "started" once the interpreter runs,
-#: "imported" once gradcheck.engine.worker is, and, as JSON, the first path it could not reach (or the
-#: first folder above it that this user may not enter).
+#: worker's own start, up to importing gradcheck.engine.worker and setting its filter of
+#: sockets, then a read of every file and folder of the submission, which is not imported. It
+#: prints "started" once the interpreter runs, "imported" once gradcheck.engine.worker is, and, as
+#: JSON, why the filter could not be set, or the first path it could not reach (or the first
+#: folder above it that this user may not enter).
 _PREFLIGHT = "print('started', flush=True)\n" + PACKAGE + """import gradcheck.engine.worker
 print('imported', flush=True)
 import json, os
+from gradcheck.engine import sockets
+
+unfiltered = sockets.forbid()
+if unfiltered:
+    print(json.dumps({"sockets": unfiltered}))
+    raise SystemExit(4)
 
 
 def unreachable(error):
@@ -789,6 +796,12 @@ def preflight(submission: str | Path | None, user: int, python: str = sys.execut
         return ""
     try:
         closed = json.loads(said[-1])
+        if "sockets" in closed:
+            return (f"a worker cannot be kept from opening sockets on this machine "
+                    f"({closed['sockets']}): a submission could reach the network, and on a "
+                    "Dask cluster the scheduler, which runs what it is sent as the Dask worker's "
+                    "user; grade on Linux for x86_64 or aarch64 with seccomp filters, or leave "
+                    f"out --worker-user; {_ADVICE}")
         path, why = closed["path"], closed["error"]
     except (ValueError, KeyError, TypeError):
         return f"{who} cannot read the submission {submission} ({why}); {_ADVICE}"

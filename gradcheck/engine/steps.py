@@ -172,7 +172,8 @@ def _step_sgd(run: Run, program: Program, env: dict, args: Mapping[str, Any]) ->
         with run.engine.no_grad():
             run.using("grad", node, w)
             g = w.grad
-            if issubclass(type(g), (list, tuple)):  # the protocol allows a list for a 1-D grad
+            # the protocol allows a list for a 1-D grad (not the engine's own list tensor)
+            if issubclass(type(g), (list, tuple)) and not callable(getattr(g, "tolist", None)):
                 run.using("tensor", None, run.engine)
                 g = run.engine.tensor(plain_numbers(g, f"{name}.grad"))
             # the tensor first, so that only __mul__ and __sub__ are asked (as the step says)
