@@ -135,12 +135,18 @@ def test_a_folder_per_student_is_graded_by_its_engine_file_with_its_other_module
 
 def test_a_submission_named_as_a_formula_or_not_in_utf8_gets_its_row(tmp_path):
     """Submissions are files students name. The gradebook keeps every name as text: a spreadsheet
-    would run one that begins with = (here, a link that scores 100), and a name that is not UTF-8
-    stopped the batch. The progress line shows a name's control characters escaped."""
+    would run one that begins with = (here, a link that scores 100), or one after a semicolon
+    where its locale splits a CSV's fields there, and a name that is not UTF-8 stopped the
+    batch. The progress line shows a name's control characters escaped, and no two names alike
+    (a newline and the four characters of its escape showed the same before)."""
     subs = tmp_path / "submissions"
     subs.mkdir()
-    names = ['=HYPERLINK("evil.example","0")+100.py', "bob\udcff.py",
-             "ok\033[2J\r[9 of 9] forged.py"]
+    shown = {'=HYPERLINK("evil.example","0")+100.py': '\'=HYPERLINK("evil.example","0")+100.py',
+             "bob\udcff.py": "bob\\xff.py",
+             "ok\033[2J\r[9 of 9] forged.py": "ok\\x1b[2J\\x0d[9 of 9] forged.py",
+             "x;=HYPERLINK(1);.py": "x\\x3b=HYPERLINK(1)\\x3b.py",
+             "victim\nb.py": "victim\\x0ab.py", "victim\\x0ab.py": "victim\\\\x0ab.py"}
+    names = sorted(shown)
     for name in names:
         shutil.copy(ENGINES / "tiny.py", subs / name)
     bank = write_bank(tmp_path / "bank")
@@ -151,9 +157,7 @@ def test_a_submission_named_as_a_formula_or_not_in_utf8_gets_its_row(tmp_path):
     assert run.returncode == 0, run.stderr
     with open(tmp_path / "out" / "gradebook.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [row["submission"] for row in rows] == [
-        '\'=HYPERLINK("evil.example","0")+100.py', "bob\\xff.py",
-        "ok\\x1b[2J\\x0d[9 of 9] forged.py"]
+    assert [row["submission"] for row in rows] == [shown[name] for name in names]
     assert all(row["status"] == "graded" and float(row["score"]) == 5 for row in rows)
     assert "\033" not in run.stderr and "\r" not in run.stderr
 

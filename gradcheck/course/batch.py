@@ -135,7 +135,7 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                           f"engine in {name}/{engine}, or make the folder a package")
                 for name, graded in within.items() if graded is None and name not in refused}
     for row in refused.values():
-        print(f"{printable(row.submission, one_line=True)}: {row.note}", file=sys.stderr)
+        print(f"{shown_name(row.submission)}: {row.note}", file=sys.stderr)
         if row.submission not in (GRADEBOOK, BUILT_KEY):  # OUT/<name> is one of OUT's files
             (out / row.submission).mkdir(exist_ok=True)
             not_graded(row, out / row.submission, row.note)
@@ -169,7 +169,7 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
                 stamp.write(out / row.submission)
                 book.write(_gradebook_lines([row]))
                 book.flush()
-                print(f"[{done}/{len(entries)}] {printable(row.submission, one_line=True)}: "
+                print(f"[{done}/{len(entries)}] {shown_name(row.submission)}: "
                       f"{row.score:g}/{row.max:g} {row.status} in {row.time:.1f} s"
                       + (f" ({row.note})" if row.note else ""), file=sys.stderr)
     _write_gradebook(out / GRADEBOOK, [rows[entry.name] for entry in entries])
@@ -342,12 +342,20 @@ def _gradebook_lines(rows: list[Row | tuple[str, ...]]) -> str:
     return buffer.getvalue()
 
 
+def shown_name(name: str) -> str:
+    """A submission's name on one line, escaped as `printable` escapes it (a name that is not
+    UTF-8 could not be written at all), its own backslashes doubled first: two names never show
+    alike (a newline and the four characters `\\x0a`)."""
+    return printable(name.replace("\\", "\\\\"), one_line=True)
+
+
 def _cell(name: str) -> str:
-    """A submission's name as the gradebook holds it: escaped as `printable` escapes it (a name
-    that is not UTF-8 could not be written at all), and never a formula. A spreadsheet runs a
-    cell that begins with = + - or @ (`=HYPERLINK(...)`); a quote before it, as spreadsheets
-    themselves write a text that looks like one, keeps it text."""
-    name = printable(name, one_line=True)
+    """A submission's name as the gradebook holds it: shown as `shown_name` shows it, and never
+    a formula. A spreadsheet runs a cell that begins with = + - or @ (`=HYPERLINK(...)`); a
+    quote before it, as spreadsheets themselves write a text that looks like one, keeps it text.
+    A semicolon is written `\\x3b`: a spreadsheet whose locale separates a CSV's fields with it
+    would begin a cell after it, which the quote could not reach."""
+    name = shown_name(name).replace(";", "\\x3b")
     return f"'{name}" if name.startswith(("=", "+", "-", "@")) else name
 
 
