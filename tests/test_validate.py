@@ -387,6 +387,21 @@ def test_a_forbidden_attribute_hides_no_forbidden_name(tmp_path):
                         "allowed")]  # b = a * 2 reads the broken a: no problem of its own
 
 
+def test_a_boolean_or_a_word_is_one_message_that_names_every_choice(tmp_path):
+    """`no_grad` takes true, false or one of two words: a typo of a word, or a YAML 1.1
+    boolean, gets one message, not one per kind of value it could have been."""
+    path = tmp_path / f"k{SUFFIX}"
+    path.write_text("id: k\ntitle: k\ntopic: k\npoints: 1\ninputs:\n  x: {value: 2.0}\n"
+                    "program: |\n  y = x * x\nchecks:\n  behaviour:\n    steps:\n"
+                    "      - forward: {no_grad: nestd}\n        expect: [requires_grad.y]\n"
+                    "      - forward: {no_grad: yes}\n        expect: [requires_grad.y]\n")
+    assert _messages(path) == [
+        (12, "checks.behaviour.steps[0].forward.no_grad",
+         "give true, false, 'nested' or 'after_error', not 'nestd'"),
+        (14, "checks.behaviour.steps[1].forward.no_grad",
+         "'yes' is text here, not a boolean; write true or false")]
+
+
 def test_a_yaml_1_1_boolean_hides_no_wrong_hand_answer(tmp_path):
     path = tmp_path / f"k{SUFFIX}"
     path.write_text(ANSWERED.replace("{value: 1.0}", "{value: 1.0, requires_grad: yes}")
