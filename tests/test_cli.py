@@ -124,8 +124,8 @@ def test_a_misnamed_exercise_file_is_warned_about(tmp_path, capsys):
     (folder / "addmul.exercise.yml").write_text("id: addmul\n")
     assert grade("torch", "--exercises", folder) == 2
     err = capsys.readouterr().err
-    assert (f"gradcheck grade: warning: {folder / 'addmul.exercise.yml'}: the bank collects "
-            "only *.exercise.yaml files") in err
+    assert (f"gradcheck grade: warning: {folder / 'addmul.exercise.yml'}: a bank's folder is "
+            "searched for *.exercise.yaml files only, so this file is not graded") in err
     assert "rename it addmul.exercise.yaml" in err
     assert f"no *.exercise.yaml files in {folder}" in err
 
