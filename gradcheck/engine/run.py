@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Mapping
 
-from gradcheck.engine.wire import ProtocolError
+from gradcheck.engine.wire import MAX_KINDS, ProtocolError
 from gradcheck.program.language import MAX_KNOWN, MAX_VECTOR, Node, Program
 from gradcheck.program.memo import Memo
 from gradcheck.program.ops import OPS, Op, method_of
@@ -22,7 +22,6 @@ Record = dict[str, Any]
 
 MAX_MESSAGE = 1000  # characters kept of an exception's message
 MAX_NAME = 200  # characters kept of a grad_fn name
-MAX_KINDS = 8  # builtin classes kept of an exception's (BaseException is the 4th of most)
 
 
 def type_name(obj: Any) -> str:

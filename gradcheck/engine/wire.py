@@ -26,6 +26,8 @@ from gradcheck.program.session import (
 GRAPH_FIELDS = ("grad_fn", "is_leaf", "requires_grad", "value")
 #: an error record's keys: the first three always, the rest when it came from a use of the engine
 ERROR_KEYS = {"type", "kinds", "message", "phase", "piece", "node", "absent"}
+#: builtin classes kept of an exception's (`kinds`; BaseException is the 4th of most)
+MAX_KINDS = 8
 #: what a request may carry: programs and inputs, never an expected answer.
 REQUEST_KEYS = {
     "inspect": {"kind"},
@@ -414,8 +416,8 @@ def _optional_error(x: Any) -> None:
     _shape(x.get("piece", "tensor") in PIECES and type(x.get("node", 0)) is int
            and x.get("node", 0) >= 0 and type(x.get("absent", False)) is bool, "error record")
     kinds = x.get("kinds", [])
-    _shape(type(kinds) is list and len(kinds) <= 8 and all(type(k) is str for k in kinds),
-           "error record")
+    _shape(type(kinds) is list and len(kinds) <= MAX_KINDS
+           and all(type(kind) is str for kind in kinds), "error record")
 
 
 def _observation(kind: str, x: Any) -> None:
