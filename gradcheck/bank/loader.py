@@ -220,20 +220,17 @@ def _explain(exc: ValidationError, data: Any) -> list[tuple[yaml_reader.Path, st
               if error["type"] != "none_required"]  # the None branch of an optional field
     paths = [_data_path(error["loc"], data, error["type"] == "missing") for error in errors]
     # a boolean or one of some words (`no_grad: nested`): one message for both branches
-    kinds: dict[yaml_reader.Path, set[str]] = {}
+    words = {path: error["ctx"]["expected"] for path, error in zip(paths, errors)
+             if error["type"] == "literal_error"}
+    both = words.keys() & {path for path, error in zip(paths, errors)
+                           if error["type"] == "bool_type"}
     for path, error in zip(paths, errors):
-        kinds.setdefault(path, set()).add(error["type"])
-    for path, error in zip(paths, errors):
-        if {"bool_type", "literal_error"} <= kinds[path]:
+        message = _message(error, path)
+        if path in both:
             if error["type"] == "literal_error":
                 continue
-            got = error.get("input")
-            words = next(e["ctx"]["expected"] for p, e in zip(paths, errors)
-                         if p == path and e["type"] == "literal_error")
-            message = (_message(error, path) if str(got).lower() in _BOOL_WORDS
-                       else f"give true, false, {words}, not {show(got)}")
-        else:
-            message = _message(error, path)
+            if str(error.get("input")).lower() not in _BOOL_WORDS:
+                message = f"give true, false, {words[path]}, not {show(error.get('input'))}"
         seen.setdefault((path, message), None)
     return list(seen)
 

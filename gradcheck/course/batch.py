@@ -125,7 +125,7 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
     digests = (bank_digest(exercises), file_digest(key))
     entries = submissions(folder)
     engine = course.submission if course else ENGINE
-    within = {entry.name: graded_within(entry, engine) for entry in entries}
+    found = {entry.name: graded_within(entry, engine) for entry in entries}
     # OUT/<name>/ holds a submission's reports: one named as OUT's own files cannot have them
     refused = {entry.name: Row(entry.name, 0.0, max_score, "error", 0.0,
                                f"not graded: OUT/{entry.name} is the batch's own; rename it")
@@ -133,7 +133,8 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
     refused |= {name: Row(name, 0.0, max_score, "error", 0.0,
                           f"not graded: a folder with neither __init__.py nor {engine}; put the "
                           f"engine in {name}/{engine}, or make the folder a package")
-                for name, graded in within.items() if graded is None and name not in refused}
+                for name, graded in found.items() if graded is None and name not in refused}
+    within = {name: graded for name, graded in found.items() if graded is not None}
     for row in refused.values():
         print(f"{shown_name(row.submission)}: {row.note}", file=sys.stderr)
         if row.submission not in (GRADEBOOK, BUILT_KEY):  # OUT/<name> is one of OUT's files
@@ -176,7 +177,7 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
     return [rows[entry.name] for entry in entries]
 
 
-def _grade_here(entries: list[Path], within: dict[str, str | None], out: Path,
+def _grade_here(entries: list[Path], within: dict[str, str], out: Path,
                 options: Options, max_score: float, jobs: int, worker_user: int | None,
                 digests: tuple[str, str]) -> Iterator[Stamp]:
     """Grade on this machine, `jobs` at a time, each job slot with a long-lived grader of its
@@ -193,7 +194,7 @@ def _grade_here(entries: list[Path], within: dict[str, str | None], out: Path,
             user = None if worker_user is None else worker_user + slot
             try:
                 row = servers[slot].grade(entry, out / entry.name, max_score, options, user,
-                                          within=within[entry.name] or "")
+                                          within=within[entry.name])
             except Exception as error:  # a fault of gradcheck's: this row only, not the batch
                 row = Row(entry.name, 0.0, max_score, "error", 0.0,
                           f"not graded: the grader failed ({type(error).__name__}: {error})")

@@ -111,7 +111,7 @@ def session(address: str, options: Options) -> Iterator[Session]:
         client.close()
 
 
-def grade(cluster: Session, entries: list[Path], within: dict[str, str | None], out: Path,
+def grade(cluster: Session, entries: list[Path], within: dict[str, str], out: Path,
           options: Options, max_score: float, worker_user: int | None,
           digests: tuple[str, str]) -> Iterator[Stamp]:
     """Grade `entries` (of each, the file `within` it names, if any) on the `cluster` a session
@@ -131,7 +131,7 @@ def grade(cluster: Session, entries: list[Path], within: dict[str, str | None], 
                 yield Stamp(row, *digests, seed=options.seed)
                 continue
             future = cluster.client.submit(
-                grade_task, entry.name, within[entry.name] or "", archive, cluster.bank,
+                grade_task, entry.name, within[entry.name], archive, cluster.bank,
                 options, max_score, worker_user, key=f"gradcheck-{cluster.batch}-{entry.name}",
                 pure=False, retries=RETRIES)
             futures[future] = entry
