@@ -10,6 +10,7 @@ import signal
 import subprocess
 import stat
 import sys
+import textwrap
 import time
 from pathlib import Path
 from xml.etree import ElementTree
@@ -1203,6 +1204,7 @@ from gradcheck.reports.gradescope import results_json  # noqa: E402
 
 _LOUD = """
 import sys
+import textwrap
 import time
 sys.path.append({engines!r})
 import gradcheck.engine.handler as handler
@@ -2015,3 +2017,49 @@ def test_a_worker_opens_no_socket_so_reaches_no_server_and_no_dask_scheduler(ope
     assert reached == []
     tried = json.loads(said.split("tried ", 1)[1].splitlines()[0])
     assert tried == {"AF_INET": 13, "AF_INET6": 13, "AF_UNIX": 13, "io_uring": [-1, 13]}
+
+
+def test_a_scratch_folder_whose_maker_dies_while_removing_it_is_swept_later(tmp_path):
+    """A Dask worker lost, or a grading stopped, as it removes its folder: the lock file goes
+    last, so whenever its maker dies, what is left still holds a lock the next sweep can take.
+    A folder whose lock went first (the order of a plain removal is the directory's) and whose
+    maker then died was never removed: a cluster machine kept an unpacked submission."""
+    from gradcheck.engine import scratch
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    removing = textwrap.dedent("""
+        import os, sys
+        from gradcheck.engine import scratch
+        folder = scratch.make(scratch.SUBMISSIONS)
+        for part in ("in", "out", "in/engine", "out/reports"):
+            (folder / part).mkdir()
+        for name in "abcdefgh":
+            for part in ("", "in/", "in/engine/", "out/", "out/reports/"):
+                (folder / f"{part}{name}").write_text(name)
+        removals, broken = [], []
+        def watched(real):
+            def call(path, *args, **kwargs):
+                real(path, *args, **kwargs)
+                removals.append(path)
+                others = [e for e in os.listdir(folder) if e != scratch.LOCK] \
+                    if os.path.isdir(folder) else []
+                if others and not os.path.exists(folder / scratch.LOCK):
+                    broken.append(str(path))
+                if len(removals) == int(sys.argv[1]):
+                    os._exit(0)  # its maker dies here
+            return call
+        os.unlink, os.rmdir = watched(os.unlink), watched(os.rmdir)
+        scratch.remove(folder)
+        print(broken)
+    """)
+    done = subprocess.run([sys.executable, "-c", removing, "0"], env=env, capture_output=True,
+                          text=True, check=True, cwd=Path(__file__).parents[1])
+    assert done.stdout.strip() == "[]"  # the lock stayed while anything else was there
+    subprocess.run([sys.executable, "-c", removing, "7"], env=env, check=True,
+                   cwd=Path(__file__).parents[1])
+    [left] = [path for path in tmp_path.iterdir() if path.name.startswith(scratch.SUBMISSIONS)]
+    swept = subprocess.run([sys.executable, "-c", "from gradcheck.engine import scratch; "
+                            "print(len(scratch.sweep(scratch.SUBMISSIONS)))"], env=env,
+                           capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).parents[1])
+    assert swept.stdout.strip() == "1" and not left.exists()

@@ -6,7 +6,8 @@ The kernel lets go of a lock when the last process holding it ends, however it e
 whose lock can be taken is a dead process's leftover: the first folder a process makes with a
 prefix first removes every such leftover of that prefix and of this user from the temporary
 folder. A lock is made under another name and renamed into place once locked, so a folder being
-made is never taken for a leftover.
+made is never taken for a leftover, and removed after everything else in its folder, so a folder
+being removed always has one.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def folder(prefix: str) -> Iterator[Path]:
 
 def remove(folder: Path) -> None:
     """Remove a folder `make` made, everything in it, and its lock."""
-    trees.remove(folder)
+    _remove_lock_last(folder)
     fd, _ = _MADE.pop(folder, (None, 0))
     if fd is not None:
         os.close(fd)
@@ -93,10 +94,31 @@ def sweep(prefix: str) -> list[Path]:
         except OSError:  # its maker still runs
             os.close(fd)
             continue
-        trees.remove(folder)
+        _remove_lock_last(folder)
         os.close(fd)
         removed.append(folder)
     return removed
+
+
+def _remove_lock_last(folder: Path) -> None:
+    """Remove `folder`, its lock file last: a process killed as it removes one (a Dask worker
+    lost, a grading stopped) leaves a folder whose lock the next sweep can still take, never
+    one without a lock, which no sweep would remove."""
+    try:
+        with os.scandir(folder) as entries:
+            inside = [(entry.path, entry.is_dir(follow_symlinks=False)) for entry in entries
+                      if entry.name != LOCK]
+    except OSError:
+        inside = []
+    for path, is_folder in inside:
+        if is_folder:
+            trees.remove(path)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:  # what is left goes with the folder below
+                pass
+    trees.remove(folder)
 
 
 @atexit.register
