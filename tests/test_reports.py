@@ -415,6 +415,21 @@ def test_terminal_shows_failure_messages_but_not_hidden_ones_unless_instructor()
     assert SECRET in instructor and LATER in instructor and NOTE in instructor
 
 
+def test_a_course_file_that_could_not_be_loaded_is_told_apart_without_its_problems():
+    # a broken file whose visibility cannot be read is withheld: its problems quote its program
+    report = make_report()
+    report.results.append(result("lost", "load", "error", 0.0, 0.0, SECRET, visibility="hidden"))
+    for text in (render_terminal(report), render_markdown(report), render_html(report),
+                 json.dumps(results_json(report))):
+        assert SECRET not in text
+        assert "could not be loaded, so it was not graded: this is not your engine" in text
+    assert ("3 failed checks belong to exercises whose details are not shown. 1 exercise file "
+            "of the course could not be loaded, so it was not graded") in render_terminal(report)
+    report.results.append(result("lost2", "load", "error", 0.0, 0.0, SECRET, visibility="hidden"))
+    assert "2 exercise files of the course could not be loaded, so they were not graded" in (
+        render_terminal(report))
+
+
 # --- Markdown ----------------------------------------------------------------------------------
 
 

@@ -27,6 +27,9 @@ WITHHELD = "Details are not shown for this exercise."
 #: a visible exercise's note, when it was graded after a hidden one (`CheckResult.after_withheld`)
 WITHHELD_AFTER = ("Details are not shown for this exercise: it was graded after a hidden "
                   "exercise, whose program the submission could have carried over to it.")
+#: a broken exercise file's note, where its problems would quote what is not shown
+WITHHELD_BROKEN = ("This exercise file of the course could not be loaded, so it was not graded: "
+                   "this is not your engine's fault; tell your instructor.")
 #: characters of one check's message in any report, and of the submission's output: an engine
 #: decides the length of what it says, and a report must stay readable (and within Gradescope's
 #: and GitHub's limits, about 1 MB for a step summary)
@@ -110,6 +113,8 @@ def shown_message(result: CheckResult, show_hidden: bool = False, limit: int = M
     why, for a visible exercise)."""
     if details_shown(result, show_hidden):
         return cut(result.message, limit)
+    if result.check == "load":
+        return WITHHELD_BROKEN
     return WITHHELD_AFTER if result.after_withheld else WITHHELD
 
 
@@ -286,12 +291,19 @@ def reproduce_command(report: GradeReport) -> str:
 
 def withheld_note(report: GradeReport, show_hidden: bool = False) -> str:
     """One sentence for the failed checks whose details are not shown, instead of a line each,
-    or ''."""
-    count = sum(not details_shown(r, show_hidden) for r in failures(report))
-    if not count:
-        return ""
-    return (f"{count} failed {'check belongs' if count == 1 else 'checks belong'} to exercises "
-            "whose details are not shown.")
+    and one for the course's files among them that could not be loaded (no fault of the
+    submission's: its student should tell the instructor), or ''."""
+    withheld = [r for r in failures(report) if not details_shown(r, show_hidden)]
+    broken = sum(r.check == "load" for r in withheld)
+    count = len(withheld) - broken
+    said = [f"{count} failed {'check belongs' if count == 1 else 'checks belong'} to exercises "
+            "whose details are not shown."] if count else []
+    if broken:
+        one = broken == 1
+        said.append(f"{broken} exercise {'file' if one else 'files'} of the course could not be "
+                    f"loaded, so {'it was' if one else 'they were'} not graded: this is not your "
+                    "engine's fault; tell your instructor.")
+    return " ".join(said)
 
 
 def failures(report: GradeReport) -> list[CheckResult]:
