@@ -139,6 +139,7 @@ def _const(value: float) -> Scalar:
 
 # --- operations: torch's grad_fn name, forward on floats, backward as local slopes ---------------
 
+
 class Function:
     """A kind of operation. ``t.grad_fn`` is an instance; ``name()`` is torch's name for it.
 
@@ -199,10 +200,10 @@ class AddBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g, g
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g, g
+
 
 class SubBackward0(Function):
     __slots__ = ()
@@ -216,10 +217,10 @@ class SubBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g, -g
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g, -g
+
 
 class RsubBackward1(Function):
     """``2 - x``: torch computes it as ``rsub(x, 2)``, so x is the first operand."""
@@ -235,10 +236,10 @@ class RsubBackward1(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return -g, None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return -g, None
+
 
 class MulBackward0(Function):
     __slots__ = ()
@@ -251,11 +252,11 @@ class MulBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * _val(node._b), g * node._a._value
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         b = node._b
         return g * b, None if type(b) is float else g * node._a
+
 
 class DivBackward0(Function):
     __slots__ = ()
@@ -269,11 +270,11 @@ class DivBackward0(Function):
         a, b = node._a._value, _val(node._b)
         return _div(g, b), -g * _div(_div(a, b), b)
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         a, b = node._a, node._b
         return g / b, None if type(b) is float else -g * (a / b) / b
+
 
 class ReciprocalBackward0(Function):
     """Half of ``2 / x``, which torch computes as ``x.reciprocal() * 2``."""
@@ -289,10 +290,10 @@ class ReciprocalBackward0(Function):
         r = node._value
         return -g * (r * r), None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return -g * (node * node), None
+
 
 class NegBackward0(Function):
     __slots__ = ()
@@ -306,10 +307,10 @@ class NegBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return -g, None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return -g, None
+
 
 class PowBackward0(Function):
     """``x ** c`` with a number c (kept as the second operand)."""
@@ -322,11 +323,11 @@ class PowBackward0(Function):
         e = node._b
         return (0.0 if e == 0.0 else g * (e * _pow_number(node._a._value, e - 1.0))), None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         e = node._b
         return (_const(0.0) if e == 0.0 else g * (e * node._a ** (e - 1.0))), None
+
 
 class PowBackward1(Function):
     """``x ** y`` with two tensors."""
@@ -344,13 +345,13 @@ class PowBackward1(Function):
         gb = g * (0.0 if a == 0.0 and e >= 0.0 else node._value * _log(a))
         return ga, gb
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         a, e = node._a, node._b
         ga = _const(0.0) if e._value == 0.0 else g * (e * a ** (e - 1.0))
         gb = _const(0.0) if a._value == 0.0 and e._value >= 0.0 else g * (node * a.log())
         return ga, gb
+
 
 class PowBackward2(Function):
     """``c ** x`` with a number c: x is the first operand, c the second."""
@@ -367,13 +368,13 @@ class PowBackward2(Function):
         slope = 0.0 if base == 0.0 and node._a._value >= 0.0 else node._value * _log(base)
         return g * slope, None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         base = node._b
         if base == 0.0 and node._a._value >= 0.0:
             return _const(0.0), None
         return g * (node * _log(base)), None
+
 
 class ExpBackward0(Function):
     __slots__ = ()
@@ -383,10 +384,10 @@ class ExpBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * node._value, None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g * node, None
+
 
 class LogBackward0(Function):
     __slots__ = ()
@@ -396,10 +397,10 @@ class LogBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return _div(g, node._a._value), None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g / node._a, None
+
 
 class TanhBackward0(Function):
     __slots__ = ()
@@ -410,10 +411,10 @@ class TanhBackward0(Function):
         t = node._value
         return g * (1.0 - t * t), None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g * (1.0 - node * node), None
+
 
 class SigmoidBackward0(Function):
     __slots__ = ()
@@ -427,10 +428,10 @@ class SigmoidBackward0(Function):
         s = node._value
         return g * (1.0 - s) * s, None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g * (1.0 - node) * node, None
+
 
 class ReluBackward0(Function):
     __slots__ = ()
@@ -443,10 +444,10 @@ class ReluBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return (0.0 if node._value <= 0.0 else g), None  # relu'(0) = 0
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g * _unary(StepBackward0, node), None  # relu'(0) = 0; its mask has slope 0
+
 
 class SinBackward0(Function):
     __slots__ = ()
@@ -456,10 +457,10 @@ class SinBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * _cos(node._a._value), None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g * node._a.cos(), None
+
 
 class CosBackward0(Function):
     __slots__ = ()
@@ -469,10 +470,10 @@ class CosBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * -_sin(node._a._value), None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g * -node._a.sin(), None
+
 
 class SqrtBackward0(Function):
     __slots__ = ()
@@ -483,10 +484,10 @@ class SqrtBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return _div(g, 2.0 * node._value), None  # sqrt'(0) = inf
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g / (2.0 * node), None
+
 
 class AbsBackward0(Function):
     __slots__ = ()
@@ -496,10 +497,10 @@ class AbsBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g * _sign(node._a._value), None  # abs'(0) = 0
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g * _unary(SignBackward0, node._a), None  # abs'(0) = 0; sign has slope 0
+
 
 class SumBackward0(Function):
     __slots__ = ()
@@ -514,10 +515,10 @@ class SumBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return g, None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g, None
+
 
 class MeanBackward0(Function):
     __slots__ = ()
@@ -532,10 +533,10 @@ class MeanBackward0(Function):
     def backward(node: Scalar, g: float) -> tuple[float, float | None]:
         return _div(g, float(len(node._a))), None
 
-
     @staticmethod
     def graph(node: Scalar, g: Scalar) -> tuple[Scalar, Scalar | None]:
         return g / float(len(node._a)), None
+
 
 class SelectBackward0(Function):
     __slots__ = ()
