@@ -341,7 +341,7 @@ def test_checks_whose_feedback_blames_one_operation_are_one_cause_named_by_it():
     assert "mul1::" not in text and "mul7::gradients" in text and "mul8::gradients" in text
     assert "x=9" not in text and "expected 2, found 1" not in text.split("Failed checks")[0]
     markdown = render_markdown(report)
-    assert (f"<summary>1. Fix the backward of <code>*</code> (MulBackward0) first: 4 checks "
+    assert ("<summary>1. Fix the backward of <code>*</code> (MulBackward0) first: 4 checks "
             "point at it (4 points)</summary>") in markdown
     assert "The checks: mul0::gradients, mul1::gradients, mul2::gradients, mul3::gradients" in markdown
     # the HTML page names the cause at the top and keeps each of its checks whole (its walk
