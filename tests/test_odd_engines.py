@@ -335,3 +335,35 @@ def test_the_probe_tells_a_difference_only_beyond_the_checks_tolerance():
     assert _unsteady([1.0, 2.0], [1.0], tol) == ("[1.0, 2.0]", "[1.0]", "")
     assert _unsteady(1.0, 1.0 + 2e-12, Tolerance(atol=0.0, rtol=1e-13)) == \
         ("1.0", "1.0 (a difference of 1.999955757e-12)", "")
+
+
+def _helper_imports_the_engine_by_name(folder: Path, package: bool) -> Path:
+    """The reference engine whose `exp` a helper module puts back on its Tensor, importing the
+    engine by its own name: `import engine` beside a file, `from mypkg import core` inside a
+    package whose own modules import each other relatively."""
+    source = (Path(gradcheck.__file__).parents[1] / "reference" / "__init__.py").read_text()
+    source += "\n_exp = Tensor.exp\ndel Tensor.exp\n"
+    if not package:
+        folder.mkdir()
+        (folder / "engine.py").write_text(source + "import helper  # noqa: E402\n")
+        (folder / "helper.py").write_text("import engine\nengine.Tensor.exp = engine._exp\n")
+        return folder / "engine.py"
+    root = folder / "mypkg"
+    root.mkdir(parents=True)
+    (root / "core.py").write_text(source)
+    (root / "helper.py").write_text("from mypkg import core\ncore.Tensor.exp = core._exp\n")
+    (root / "__init__.py").write_text("from .core import *  # noqa: F403\nfrom . import helper\n")
+    return root
+
+
+@pytest.mark.parametrize("package", [False, True], ids=["file and helper", "package"])
+def test_a_helper_that_imports_the_engine_by_its_own_name_gets_the_engine_graded(tmp_path,
+                                                                              package):
+    """A submission is imported under its own name: a helper's `import engine` is given the
+    module graded, not a second copy whose Tensor the grader's tensors are not of (which lost
+    every exercise of the functions the helper adds)."""
+    submission = _helper_imports_the_engine_by_name(tmp_path / "sub", package)
+    paths = list(bank_dir().glob("*/op-exp.exercise.yaml"))
+    report = gradcheck.grade(submission, paths, seed=SEED)
+    assert [r.status for r in report.results] == ["passed"] * len(report.results)
+    assert report.score == report.max_score > 0

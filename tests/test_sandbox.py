@@ -21,6 +21,7 @@ import pytest
 from processes import alive, gone_within
 
 from gradcheck.engine import census, handler, sandbox, torch_engine, wire
+from gradcheck.engine.worker import MODULE, own_name
 from gradcheck.engine.sandbox import Failure, Worker
 from gradcheck.program.language import parse
 
@@ -314,6 +315,14 @@ def test_monkeypatching_comparison_helpers_in_the_worker_changes_nothing_here():
         numpy.testing.assert_allclose(got, want)
     assert got != pytest.approx(want)
     assert abs(-1.0) == 1.0
+
+
+def test_a_submission_is_imported_under_its_own_name_unless_another_module_has_it():
+    assert own_name("/course/alice/engine.py") == "engine"
+    assert own_name("/course/alice/mypkg") == "mypkg"
+    # a standard or installed module keeps its name; a file name that is no module name
+    for taken in ("random.py", "numpy.py", "gradcheck", "my-engine.py", "2024_engine.py"):
+        assert own_name(f"/course/alice/{taken}") == MODULE
 
 
 def test_the_worker_sees_a_minimal_world():

@@ -46,7 +46,8 @@ HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20  # bytes of JSON in one frame
 #: bytes of the phase file that hold the phase, padded with spaces
 PHASE_WIDTH = 16
-MODULE = "submission"  # the name a submission is imported under, whatever its file is called
+#: the name a submission is imported under where its own is taken (`own_name`)
+MODULE = "submission"
 #: how every program the sandbox runs with `python -c` starts, given the gradcheck folder: the
 #: grader's own gradcheck, and only the modules the worker needs (the package's __init__ would
 #: import the grader's API, numpy and hypothesis), without putting the grader's folders on sys.path.
@@ -275,7 +276,7 @@ def _use_compiled(compiled: dict[str, tuple[bytes, CodeType]]) -> set[str]:
 
 
 def load_submission(path: str | os.PathLike[str]) -> ModuleType:
-    """Import a module file or a package directory as `submission`.
+    """Import a module file or a package directory under its own name (`own_name`).
 
     Its folder goes at the end of sys.path, so helper modules beside it import, but a file there
     named like a standard or installed module (numpy.py, gradcheck/) shadows nothing. (os.path,
@@ -284,14 +285,30 @@ def load_submission(path: str | os.PathLike[str]) -> ModuleType:
     package = os.path.isdir(path)
     entry = os.path.join(path, "__init__.py") if package else path
     spec = importlib.util.spec_from_file_location(
-        MODULE, entry, submodule_search_locations=[path] if package else None)
+        own_name(path), entry, submodule_search_locations=[path] if package else None)
     if spec is None or spec.loader is None or not os.path.isfile(entry):
         raise ImportError(f"{path} is not a .py file or a package directory with __init__.py")
     sys.path.append(os.path.dirname(path))
     module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE] = module
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def own_name(path: str) -> str:
+    """The name a submission is imported under: its file's or folder's (engine.py as `engine`),
+    so that a helper beside it that imports it by that name (`from engine import Tensor`, or
+    `from mypackage.core import ...` inside the package) is given this module, not a second copy
+    whose classes the grader's tensors are not of; `submission` where that name cannot be its
+    own: not a name, or a module's already loaded or installed (numpy.py, random.py)."""
+    name = os.path.basename(path).removesuffix(".py")
+    if not name.isidentifier() or name in sys.modules:
+        return MODULE
+    try:
+        installed = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        installed = True
+    return MODULE if installed else name
 
 
 class _Channel:
