@@ -55,6 +55,37 @@ def test_each_mutant_is_the_reference_engine_with_its_edits_and_nothing_else(mut
     compile(body, mutant.name, "exec")
 
 
+@pytest.mark.parametrize("mutant, op, kink, elsewhere", [
+    ("relu-kink-one", "relu", 0.0, (-0.5, -1e-9, 0.7)),
+    ("abs-kink-one", "abs", 0.0, (-0.5, -1e-9, 0.7)),
+    ("sqrt-kink-zero", "sqrt", 0.0, (1e-9, 0.7)),
+])
+def test_a_kinks_mutant_differs_from_torch_at_the_kink_alone(tmp_path, mutant, op, kink, elsewhere):
+    """A mutant is the bug its sentence says: one slope at the kink, and torch's everywhere
+    else (relu's once tested its output, never negative, and so was wrong for every x < 0)."""
+    import torch
+    (tmp_path / "mutated.py").write_text(mutate(SOURCE, next(m for m in CATALOGUE
+                                                            if m.name == mutant)))
+    spec = importlib.util.spec_from_file_location("mutated", tmp_path / "mutated.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def slope(make, at):
+        x = make(at)
+        getattr(x, op)().backward()
+        return x.grad.tolist()
+
+    def ours(value):
+        return module.tensor(value, requires_grad=True)
+
+    def torchs(value):
+        return torch.tensor(value, dtype=torch.float64, requires_grad=True)
+
+    for at in elsewhere:
+        assert slope(ours, at) == slope(torchs, at), at
+    assert slope(ours, kink) != slope(torchs, kink)
+
+
 def test_every_operation_of_the_table_has_a_wrong_derivative_in_the_catalogue():
     """The operations come from gradcheck/ops.py, the grad_fn each makes from the reference
     engine itself: a new operation without a mutant fails here."""

@@ -261,7 +261,7 @@ KINKS = (
     _mutant("relu-kink-one",
             "relu'(0) is taken as 1; torch uses 0.",
             "an exercise that checks relu's gradient at exactly 0 against torch",
-            ("ReluBackward0.backward", "node._value <= 0.0", "node._value < 0.0")),
+            ("ReluBackward0.backward", "node._value <= 0.0", "node._a._value < 0.0")),
     _mutant("abs-kink-one",
             "abs'(0) is taken as 1; torch uses 0.",
             "an exercise that checks abs's gradient at exactly 0 against torch",
