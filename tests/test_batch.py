@@ -79,13 +79,14 @@ def test_a_batch_with_crashing_and_hanging_engines_completes_with_every_row(fold
     for name in rows:  # a Gradescope file for every submission, even those never graded
         assert "score" in read_results(out / name / "results.json")
     assert "did not finish" in read_results(out / "hang_import.py" / "results.json")["output"]
-    assert "a folder with neither __init__.py nor engine.py" in read_results(
+    assert "a folder with neither __init__.py, engine.py nor engine/ (found: " in read_results(
         out / "notes" / "results.json")["output"]
     # torch and jax ran once, into a key the graders used; progress: a line per submission
     assert (out / "key.json").is_file() and "answer key" in run.stderr
     assert stat.S_IMODE((out / "key.json").stat().st_mode) == 0o600  # root's alone
     # a line per submission: notes refused at once, the five others as each is graded
-    assert "notes: not graded: a folder with neither __init__.py nor engine.py" in run.stderr
+    assert "notes: not graded: a folder with neither __init__.py, engine.py nor engine/" in (
+        run.stderr)
     assert sorted(line.split("]")[0] for line in run.stderr.splitlines()
                   if line.startswith("[")) == [f"[{i}/6" for i in range(2, 7)]
 
@@ -109,9 +110,9 @@ def test_a_submission_of_a_batch_imports_none_of_the_others(tmp_path):
 
 def test_a_folder_per_student_is_graded_by_its_engine_file_with_its_other_modules(tmp_path):
     """Gradescope and GitHub Classroom download a folder per student, not a package: the
-    course's submission file in it is graded (engine.py, or what gradcheck.toml names), and it
-    may import the folder's other modules. A folder without it is refused, named as the
-    batch's folder holds it."""
+    course's submission file in it is graded (engine.py, or what gradcheck.toml names), or a
+    package of its name, and it may import the folder's other modules. A folder with neither is
+    refused, named as the batch's folder holds it, with what it holds."""
     (tmp_path / "gradcheck.toml").write_text('exercises = "bank"\nsubmission = "autograd.py"\n')
     write_bank(tmp_path / "bank")
     subs = tmp_path / "submissions"
@@ -120,15 +121,17 @@ def test_a_folder_per_student_is_graded_by_its_engine_file_with_its_other_module
     (subs / "dave" / "autograd.py").write_text("from ops import Tensor, no_grad, tensor\n")
     (subs / "erin").mkdir()
     shutil.copy(ENGINES / "tiny.py", subs / "erin" / "engine.py")  # not the course's name
+    (subs / "fred" / "autograd").mkdir(parents=True)  # a package of the course's name
+    shutil.copy(ENGINES / "tiny.py", subs / "fred" / "autograd" / "__init__.py")
     run = subprocess.run([sys.executable, "-m", "gradcheck", "grade-batch", str(subs), "--out",
                           str(tmp_path / "out"), "-j", "1", "--seed", "5"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stderr
     with open(tmp_path / "out" / "gradebook.csv", newline="") as f:
         rows = {row["submission"]: (row["status"], float(row["score"])) for row in csv.DictReader(f)}
-    assert rows == {"dave": ("graded", 5.0), "erin": ("error", 0.0)}
-    said = ("not graded: a folder with neither __init__.py nor autograd.py; put the engine in "
-            "erin/autograd.py, or make the folder a package")
+    assert rows == {"dave": ("graded", 5.0), "erin": ("error", 0.0), "fred": ("graded", 5.0)}
+    said = ("not graded: a folder with neither __init__.py, autograd.py nor autograd/ (found: "
+            "engine.py); put the engine in erin/autograd.py, or make the folder a package")
     assert f"erin: {said}" in run.stderr
     assert said in read_results(tmp_path / "out" / "erin" / "results.json")["output"]
 

@@ -130,10 +130,12 @@ def grade_batch(folder: Path, out: Path, *, jobs: int, exercises: list[Path],
     refused = {entry.name: Row(entry.name, 0.0, max_score, "error", 0.0,
                                f"not graded: OUT/{entry.name} is the batch's own; rename it")
                for entry in entries if entry.name in (GRADEBOOK, BUILT_KEY)}
-    refused |= {name: Row(name, 0.0, max_score, "error", 0.0,
-                          f"not graded: a folder with neither __init__.py nor {engine}; put the "
-                          f"engine in {name}/{engine}, or make the folder a package")
-                for name, graded in found.items() if graded is None and name not in refused}
+    refused |= {entry.name: Row(entry.name, 0.0, max_score, "error", 0.0,
+                                f"not graded: a folder with neither __init__.py, {engine} nor "
+                                f"{engine.removesuffix('.py')}/ (found: {_listing(entry)}); put "
+                                f"the engine in {entry.name}/{engine}, or make the folder a "
+                                "package")
+                for entry in entries if found[entry.name] is None and entry.name not in refused}
     within = {name: graded for name, graded in found.items() if graded is not None}
     for row in refused.values():
         print(f"{shown_name(row.submission)}: {row.note}", file=sys.stderr)
@@ -284,6 +286,23 @@ def _answer_key(bank: Bank, out: Path, exercises: list[Path], key: Path | None,
               file=sys.stderr)
         return None, seed
     return built, seed
+
+
+def _listing(folder: Path, most: int = 20, looked: int = 1000) -> str:
+    """The files under `folder`, as a student would look for the one they meant to submit: the
+    first `most` in order of the first `looked` found, caches and hidden files left out (links
+    not followed); or "nothing"."""
+    names: list[str] = []
+    for top, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if not name.startswith(".")
+                      and name != "__pycache__"]
+        names += [os.path.relpath(os.path.join(top, name), folder) for name in files
+                  if not name.startswith(".")]
+        if len(names) >= looked:
+            break
+    names.sort()
+    shown = ", ".join(printable(name, one_line=True) for name in names[:most])
+    return (shown + (", ..." if len(names) > most else "")) or "nothing"
 
 
 def _warn_if_open(paths: list[Path], worker_user: int, jobs: int | None, risk: str) -> None:

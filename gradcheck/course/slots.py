@@ -283,12 +283,16 @@ class Server:
 
 def graded_within(entry: Path, engine: str) -> str | None:
     """What of a batch's `entry` is graded, as a path within it: "" for a module or a package
-    (the entry itself); `engine`, the course's submission file, for a folder that holds it and
-    is not a package (a folder per student, as Gradescope and GitHub Classroom download them,
-    whose other modules the engine may import); None when the folder holds neither."""
+    (the entry itself); for a folder that is not a package (a folder per student, as Gradescope
+    and GitHub Classroom download them, whose other modules the engine may import) `engine`,
+    the course's submission file, or else the package of its name (`engine/`, which
+    Gradescope's run_autograder takes too); None when the folder holds neither."""
     if not entry.is_dir() or (entry / "__init__.py").is_file():
         return ""
-    return engine if (entry / engine).is_file() else None
+    if (entry / engine).is_file():
+        return engine
+    package = engine.removesuffix(".py")
+    return package if (entry / package / "__init__.py").is_file() else None
 
 
 @contextlib.contextmanager
