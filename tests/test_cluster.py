@@ -457,6 +457,25 @@ def test_once_a_batch_ends_no_worker_keeps_its_bank_or_key(tmp_path, bank_and_ke
     private = machine / f"gradcheck-cluster-{os.getuid()}"
     assert private.is_dir()  # the worker wrote the bank there while it graded
     assert not [path for path in private.iterdir() if (path / "exercises").exists()]
+    # nor the job slot's server that had the bank loaded, which lived on until the next batch
+    deadline = time.monotonic() + 10
+    while _servers_of(private) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _servers_of(private) == []
+
+
+def _servers_of(folder: Path) -> list[int]:
+    """The running `gradcheck grade --serve` processes of a bank under `folder`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--serve" in argv and any(str(folder).encode() in arg for arg in argv) and (
+                alive(int(pid))):
+            found.append(int(pid))
+    return found
 
 
 @pytest.mark.skipif(DASK is None, reason="needs gradcheck[dask]")

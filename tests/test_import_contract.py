@@ -25,7 +25,7 @@ SIDE_BY_SIDE = {("oracles", "engine"), ("engine", "oracles")}
 #: What the worker runs under `python -I -S` may import nothing outside the standard library.
 WORKER_SIDE = ("gradcheck.engine", "gradcheck.program", "gradcheck.engine.worker", "gradcheck.engine.handler", "gradcheck.engine.run",
                "gradcheck.engine.steps", "gradcheck.engine.wire", "gradcheck.engine.keyrings",
-               "gradcheck.engine.sockets", "gradcheck.program.language",
+               "gradcheck.engine.syscalls", "gradcheck.program.language",
                "gradcheck.program.ops", "gradcheck.program.session", "gradcheck.program.memo")
 
 

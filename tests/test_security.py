@@ -1,6 +1,7 @@
 """The promises of docs/security.md, each proved against a hostile submission or a hostile
 reply; each test is named after the promise it proves."""
 
+import errno
 import json
 import math
 import os
@@ -1625,55 +1626,77 @@ def test_memory_left_in_closed_files_and_segments_counts_and_is_removed(hog, use
 
 
 
-def _may_unshare() -> bool:
-    """Whether this machine lets a process make a user and a mount namespace of its own."""
-    return shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "-Urm", "true"], capture_output=True).returncode == 0
-
-
-_NAMESPACED_HOG = """
-import os, subprocess, sys, time
+#: An engine (tiny's) that tries, at import, what a filesystem it serves itself would take (a
+#: user and mount namespace, a mount, a userfaultfd), and a socket pair; and what an engine may
+#: need (a thread, a child process). It exports what came of each as the module's `tried`.
+_MOUNTER = """
+import ctypes, json, os, shutil, socket, subprocess, sys, threading
 sys.path.append({engines!r})
-from tiny import Tensor, no_grad, tensor
+from tiny import Tensor, no_grad, tensor  # noqa: F401
+
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {numbers!r}
 
 
-def backward(self, *args, **kwargs):
-    os.mkdir("m")
-    fill = ("mount -t tmpfs -o size=1g none m && i=0 && while [ $i -lt 200 ]; do "
-            "head -c 1000000 /dev/zero > m/f$i; i=$((i+1)); done; echo filled; sleep 60")
-    hog = subprocess.Popen({command!r} + ["sh", "-c", fill], stdout=subprocess.PIPE)
-    hog.stdout.readline()
-    time.sleep(30)
+def call(name, *args):
+    return [libc.syscall(ctypes.c_long(numbers[name]), *args), ctypes.get_errno()]
 
 
-Tensor.backward = backward
+os.mkdir("m")
+tried = {{"unshare": call("unshare", ctypes.c_ulong(0x10020000)),  # a user and mount namespace
+         "mount": call("mount", b"none", os.path.abspath("m").encode(), b"tmpfs",
+                       ctypes.c_ulong(0), None),
+         "userfaultfd": call("userfaultfd", ctypes.c_ulong(0)),
+         "clone3": call("clone3", None, ctypes.c_ulong(0)),
+         "unshare -Urm": subprocess.run(["unshare", "-Urm", "true"], capture_output=True
+                                        ).returncode if shutil.which("unshare") else 1}}
+try:
+    socket.socketpair()
+    tried["socketpair"] = "made"
+except OSError as error:
+    tried["socketpair"] = error.errno
+made = []
+thread = threading.Thread(target=made.append, args=("thread",))
+thread.start()
+thread.join()
+made.append(subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True,
+                           text=True).stdout.strip())
+tried["made"] = made
+print("tried", json.dumps(tried), flush=True)
 """
 
 
-@pytest.mark.skipif(not _may_unshare(), reason="needs unshare and user namespaces")
-@pytest.mark.parametrize("mount", ["a namespace of its own", "the grader's namespace"])
-def test_memory_in_a_filesystem_the_worker_mounts_counts(mount, tmp_path):
-    """A tmpfs the worker mounts, filled with files of 1 MB (under RLIMIT_FSIZE) and closed, is
-    counted by the poll alone (where no cgroup can be made): one mounted in a mount namespace
-    of its own (`unshare -Urm`, which a user namespace lets any user do), which the grader's
-    table of mounts never lists, and, for a worker that may mount (root), one mounted in the
-    grader's namespace after the worker started. Found by a red team: the first held 600 MB
-    under a limit of 128 MB."""
-    if mount == "the grader's namespace" and os.geteuid() != 0:
-        pytest.skip("only root mounts in the grader's namespace")
-    command = ["unshare", "-Urm"] if mount == "a namespace of its own" else []
-    submission = tmp_path / "mounting_hog.py"
-    submission.write_text(_NAMESPACED_HOG.format(engines=str(ENGINES), command=command))
-    worker = Worker(submission, import_timeout=10, memory_mb=128, use_cgroup=False)
-    try:
-        reply = worker.request(ONE_POINT, timeout=40)
-        assert isinstance(reply, Failure) and reply.kind == "memory", reply
-        assert reply.message == "the engine ran out of memory (limit 128 MB) in backward()"
-    finally:
-        mounted = worker._dir / "home" / "m"
-        if os.path.ismount(mounted):  # in the grader's namespace: it outlives the worker
-            subprocess.run(["umount", "-l", str(mounted)], check=False)
-        worker.close()
+@pytest.mark.parametrize("another", [False, True], ids=["as the grader's user", "as another user"])
+def test_a_worker_mounts_nothing_and_makes_no_namespace_so_serves_itself_no_filesystem(
+        open_folder, another):
+    """A worker that could make a user and mount namespace of its own could serve a FUSE
+    filesystem and never answer it: a page of a file mapped from it, read through
+    /proc/PID/mem, held that process's memory map, and the grader's poll of its memory waited
+    on it past every time limit (a red team's). Mounts, namespaces, userfaultfd and socket pairs
+    fail with EACCES, clone3 with ENOSYS, in what the worker starts too; threads and children
+    are made as ever."""
+    if another and PYTHON is None:
+        pytest.skip("needs root and a Python 3.11 that another user may run")
+    from gradcheck.engine.syscalls import MACHINES
+
+    machine = MACHINES[os.uname().machine]
+    numbers = {"userfaultfd": machine.refused[3], "unshare": machine.refused[4],
+               "mount": machine.refused[6], "clone3": machine.clone3}
+    engine = open_folder / "mounter.py"
+    engine.write_text(_MOUNTER.format(engines=str(ENGINES), numbers=numbers))
+    program = parse("z = x * x", {"x": None})
+    request = {"kind": "gradients", "program": program.spec(), "points": [{"x": 3.0}],
+               "requires_grad": ["x"]}
+    with Worker(engine, user=UID if another else None,
+                python=PYTHON if another else sys.executable) as worker:
+        reply = worker.request(request, timeout=30)
+        said = worker.output
+    assert not isinstance(reply, Failure), reply
+    assert reply["results"][0]["grads"] == {"x": 6.0}  # graded as ever
+    tried = json.loads(said.split("tried ", 1)[1].splitlines()[0])
+    assert tried == {"unshare": [-1, errno.EACCES], "mount": [-1, errno.EACCES],
+                     "userfaultfd": [-1, errno.EACCES], "clone3": [-1, errno.ENOSYS],
+                     "unshare -Urm": 1, "socketpair": errno.EACCES, "made": ["thread", "42"]}
 
 
 _KEYS = """

@@ -262,6 +262,7 @@ class BankPlugin(WorkerPlugin):
         _materialise(self.payload)
 
     def teardown(self, worker: Any) -> None:
+        _let_go(self.payload["name"])
         shutil.rmtree(_private_folder() / self.payload["name"], ignore_errors=True)
 
 
@@ -332,8 +333,8 @@ def grade_task(name: str, within: str, archive: bytes, payload: dict[str, Any],
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
             tar.extractall(work / "in", filter="data")
         reports = work / "out"
-        row = _server(here.command()).grade(work / "in" / name, reports, max_score, here,
-                                            user, _cancelled(), within)
+        row = _server(here.command(), payload["name"]).grade(
+            work / "in" / name, reports, max_score, here, user, _cancelled(), within)
         files = {report: (reports / report).read_bytes() for report in slots.REPORTS
                  if (reports / report).is_file()}
     finally:
@@ -372,17 +373,32 @@ def code_digest() -> str:
 
 _servers = threading.local()
 _running = slots.Running()
+#: the servers of each batch on this worker, by the bank's name, let go when the batch ends
+_of_batch: dict[str, list[slots.Server]] = {}
+_batches = threading.Lock()
 
 
-def _server(command: list[str]) -> slots.Server:
-    """This worker thread's long-lived grader for `command` (one batch's options and bank): the
-    same from one task to the next of a batch; another batch's is let go."""
+def _server(command: list[str], batch: str) -> slots.Server:
+    """This worker thread's long-lived grader for `command` (the options and bank of `batch`):
+    the same from one task to the next of a batch; another batch's is let go."""
     server = getattr(_servers, "server", None)
     if server is None or server.command[:-1] != command:
         if server is not None:
             server.close()
         server = _servers.server = slots.Server(command, _running)
+        with _batches:
+            _of_batch.setdefault(batch, []).append(server)
     return server
+
+
+def _let_go(batch: str) -> None:
+    """Let the servers of a batch that ended go, without waiting for them: each holds gradcheck,
+    the bank and the key loaded (tens of MB), and would otherwise live on until its thread's
+    next batch. A grading one of them still runs (a task the batch let go) is killed."""
+    with _batches:
+        servers = _of_batch.pop(batch, [])
+    for server in servers:
+        server.let_go()
 
 
 def _private_folder() -> Path:

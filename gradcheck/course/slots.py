@@ -219,6 +219,14 @@ class Server:
             not_graded(row, folder, row.note or "the grader wrote no results")
         return row
 
+    def let_go(self) -> None:
+        """End the server's input from any thread, without waiting: it kills a grading still
+        running and exits (`serve`); `close`, or the next grading, reaps it."""
+        proc = self.proc
+        if proc is not None:
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.close()
+
     def close(self) -> None:
         """Let the server go: it exits when its input ends."""
         if self.proc is not None:

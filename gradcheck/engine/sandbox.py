@@ -719,18 +719,18 @@ def _as_user(user: int | None) -> dict[str, Any]:
 
 #: what `preflight` runs as the worker's user, given the gradcheck folder and the submission: the
 #: worker's own start, up to importing gradcheck.engine.worker and setting its filter of
-#: sockets, then a read of every file and folder of the submission, which is not imported. It
+#: system calls, then a read of every file and folder of the submission, which is not imported. It
 #: prints "started" once the interpreter runs, "imported" once gradcheck.engine.worker is, and, as
 #: JSON, why the filter could not be set, or the first path it could not reach (or the first
 #: folder above it that this user may not enter).
 _PREFLIGHT = "print('started', flush=True)\n" + PACKAGE + """import gradcheck.engine.worker
 print('imported', flush=True)
 import json, os
-from gradcheck.engine import sockets
+from gradcheck.engine import syscalls
 
-unfiltered = sockets.forbid()
+unfiltered = syscalls.forbid()
 if unfiltered:
-    print(json.dumps({"sockets": unfiltered}))
+    print(json.dumps({"filter": unfiltered}))
     raise SystemExit(4)
 
 
@@ -796,9 +796,9 @@ def preflight(submission: str | Path | None, user: int, python: str = sys.execut
         return ""
     try:
         closed = json.loads(said[-1])
-        if "sockets" in closed:
-            return (f"a worker cannot be kept from opening sockets on this machine "
-                    f"({closed['sockets']}): a submission could reach the network, and on a "
+        if "filter" in closed:
+            return (f"a worker cannot be kept from opening sockets or mounting on this machine "
+                    f"({closed['filter']}): a submission could reach the network, and on a "
                     "Dask cluster the scheduler, which runs what it is sent as the Dask worker's "
                     "user; grade on Linux for x86_64 or aarch64 with seccomp filters, or leave "
                     f"out --worker-user; {_ADVICE}")

@@ -39,7 +39,7 @@ import traceback
 from types import CodeType, ModuleType
 from typing import Any
 
-from gradcheck.engine import handler, keyrings, run, sockets, wire
+from gradcheck.engine import handler, keyrings, run, syscalls, wire
 from gradcheck.program import language
 
 HEADER = struct.Struct(">I")
@@ -93,7 +93,7 @@ def main(config_json: str) -> None:
     if job is None:  # the grader discarded it unused
         os._exit(0)
     _apply_limits(job["limits"])
-    sockets.forbid()  # where it cannot be set, preflight refuses a worker of another user
+    syscalls.forbid()  # where it cannot be set, preflight refuses a worker of another user
     _forbid(job["forbid"])
     keyrings.new_session()  # its session keys go with it, not into the grader's
     config.update(job)
