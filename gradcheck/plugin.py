@@ -2,8 +2,8 @@
 
 Without `--submission` it collects nothing, so it never touches an ordinary test run. With it,
 every `*.exercise.yaml` file becomes one item per check (a broken file, one failing item), graded
-by one Grader per session: each exercise is graded once, when its first item runs, and its items
-read their results. The submission runs in the Grader's worker process, never in pytest's.
+by one Grader per session: each exercise is graded once, when its first item runs (those whose
+details are withheld all at once, at the first of theirs), and its items read their results. The submission runs in the Grader's worker process, never in pytest's.
 
 docs/grading.md gives the hardened command for official grading.
 """
@@ -106,6 +106,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from gradcheck.grading.workers import details_shown
 
     withheld = [item for item in checks if not details_shown(item.exercise)]
+    session.config.stash[_SESSION].withheld = {item.path: item.exercise for item in withheld}
     if withheld:
         last = set(map(id, withheld))
         items[:] = [item for item in items if id(item) not in last] + withheld
@@ -144,6 +145,8 @@ class GradingSession:
         self.show_hidden: bool = config.getoption("gradcheck_show_hidden")
         self.results_json: str | None = config.getoption("results_json")
         self.graded: dict[Path, list[CheckResult]] = {}  # in the order graded
+        #: the exercises whose details are withheld, graded together (`results`)
+        self.withheld: dict[Path, Exercise] = {}
         self._grader: Grader | None = None
         self.submission = config.getoption("submission")
         self._stack = ExitStack()
@@ -151,13 +154,21 @@ class GradingSession:
 
     def results(self, path: Path, exercise: Exercise | None = None,
                 error: ExerciseError | None = None) -> list[CheckResult]:
-        """The results of the exercise in `path` (graded on first call), or of its load error."""
+        """The results of the exercise in `path` (graded on first call), or of its load error.
+        The first of the exercises whose details are withheld grades them all: pytest prints a
+        line as each item ends, and a worker that saw a hidden exercise chooses how long it
+        takes, which could spell out what it saw; so only their time together shows, as in
+        `gradcheck grade`'s progress."""
         if path not in self.graded:
             grader = self._get_grader()
             if error is not None:
                 self.graded[path] = [grader.broken_result(path, error)]
             else:
-                self.graded[path] = grader.grade_exercise(exercise)
+                for each, its in (self.withheld if path in self.withheld
+                                  else {path: exercise}).items():
+                    if each not in self.graded:
+                        self.graded[each] = grader.grade_exercise(its)
+                        self._save(UNFINISHED)
             self._save(UNFINISHED)
         return self.graded[path]
 

@@ -4,7 +4,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from grading_samples import BROKEN, FLOAT32, read_results, write_bank
+from grading_samples import BROKEN, CUBE, FLOAT32, read_results, write_bank
 
 from gradcheck.reports import WITHHELD
 from gradcheck.reports.gradescope import UNFINISHED
@@ -67,6 +67,45 @@ def test_strict_stops_the_run_at_a_broken_file_with_its_line(pytester, exercises
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*broken.exercise.yaml:4: points: *"])
     result.assert_outcomes(errors=1)
+
+
+#: A test-side plugin: as each item's call ends, which exercises the session has graded.
+GRADED_AS_EACH_ENDS = """\
+import pytest
+from gradcheck import plugin
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        graded = sorted(path.name for path in pytest_config.stash[plugin._SESSION].graded)
+        print("ended", report.nodeid, graded)
+
+
+def pytest_configure(config):
+    global pytest_config
+    pytest_config = config
+"""
+
+
+@pytest.mark.slow
+def test_the_hidden_exercises_are_graded_together_at_the_first_of_their_items(pytester,
+                                                                             exercises):
+    """pytest prints a line as each item ends: were a hidden exercise graded at its own first
+    item, a CI log's times would show how long each took, which its worker chooses and which
+    could spell out what it saw. So the first hidden item grades them all."""
+    (exercises / "secret-square.exercise.yaml").write_text(
+        CUBE.replace("secret-cube", "secret-square").replace("x ** 3", "x ** 2"))
+    pytester.makeconftest(GRADED_AS_EACH_ENDS)
+    result = pytester.runpytest_subprocess("--submission", "torch", "-s", "exercises")
+    ended = [line.split("ended ", 1)[1].split(" ", 1) for line in result.outlines
+             if "ended " in line]
+    hidden = [graded for item, graded in ended if "secret" in item]
+    assert len(hidden) == 2 and [item for item, _ in ended][-2:] == [
+        "exercises/secret-cube.exercise.yaml::gradients",
+        "exercises/secret-square.exercise.yaml::gradients"]
+    everything = "['secret-cube.exercise.yaml', 'secret-square.exercise.yaml', " \
+                 "'square.exercise.yaml']"
+    assert hidden == [everything, everything]
 
 
 @pytest.mark.slow
