@@ -24,7 +24,7 @@ from test_fuzz import budget
 
 from gradcheck.engine import memory
 from gradcheck.engine.sandbox import Failure, Worker
-from gradcheck.reports import WITHHELD
+from gradcheck.reports import WITHHELD, WITHHELD_BROKEN
 from gradcheck.program.language import parse
 from gradcheck.program.ops import OPS, fold_constant
 
@@ -941,8 +941,8 @@ def test_a_hidden_exercise_that_cannot_be_loaded_shows_students_nothing_of_it(tm
         assert "secret_weight" not in text and "secret_two" not in text
     tests = {test["name"]: test for test in json.loads(student[0])["tests"]}
     broken = [test for name, test in tests.items() if "could not be loaded" in name]
-    assert len(broken) == 2 and all(test["visibility"] == "hidden" and test["output"] == WITHHELD
-                                    for test in broken)
+    assert len(broken) == 2 and all(test["visibility"] == "hidden"
+                                    and test["output"] == WITHHELD_BROKEN for test in broken)
     # its module: the topic it says where it is read, else its folder (docs/grading.md)
     assert [test["tags"] for test in broken] == [["leaks"], ["bank"]]
     assert cli.main(["grade", "reference", "--exercises", str(bank), "--seed", "1",
