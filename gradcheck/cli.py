@@ -32,7 +32,7 @@ from gradcheck.bank.course_file import CourseFileError, bank_default, describe, 
 from gradcheck.bank.loader import Bank, misnamed_message
 from gradcheck.bank.problems import ExerciseError
 from gradcheck.course import batch, bundle, fuzz, mutation, scaffold, slots, validate
-from gradcheck.engine import cgroup
+from gradcheck.engine import cgroup, uids
 from gradcheck.grading import answer_key, fuzzing
 from gradcheck.grading.grader import (
     DEFAULT_MEMORY_MB,
@@ -182,6 +182,17 @@ def run_grade(args: argparse.Namespace) -> int:
     problem = _argument_problem(args)
     if problem:
         return _cannot_run(args, problem)
+    if args.worker_user is None or args.serve:  # a server's gradings run under a batch's uids
+        return _grade_bank(args)
+    try:
+        with uids.held([args.worker_user]):
+            return _grade_bank(args)
+    except uids.InUse as error:
+        return _cannot_run(args, f"--worker-user {args.worker_user}: {error}")
+
+
+def _grade_bank(args: argparse.Namespace) -> int:
+    """`run_grade` once its arguments are known to be sound: load the bank and grade."""
     try:
         course = find_course()
         chosen = selection.from_arguments(args, lambda: bank_default(course))

@@ -2086,3 +2086,40 @@ def test_a_scratch_folder_whose_maker_dies_while_removing_it_is_swept_later(tmp_
                            capture_output=True, text=True, check=True,
                            cwd=Path(__file__).parents[1])
     assert swept.stdout.strip() == "1" and not left.exists()
+
+
+@pytest.mark.skipif(PYTHON is None, reason="needs root and a Python 3.11 that another user may run")
+def test_a_worker_users_uid_that_another_gradcheck_holds_is_refused_not_shared(tmp_path):
+    """A worker of a user of its own has every process and file of its uid removed as it
+    starts: two gradings of one machine with the same uid at the same time broke each other,
+    and the first failed as a fault of gradcheck's. The second is refused, saying what to do;
+    once the first ends, the uid grades again."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the machine's folder of uid locks
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import time\nfrom gradcheck.engine import uids\n"
+         f"with uids.held([{UID} + 1]):\n    print('held', flush=True)\n    time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, env=env)
+    assert holder.stdout.readline() == "held\n"
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    (bank / "seen-1.exercise.yaml").write_text(
+        _EXERCISE.format(id="seen-1", visibility="visible", constant="3.5"))
+    grade = [sys.executable, "-m", "gradcheck", "grade", str(ENGINES / "tiny.py"), "--exercises",
+             str(bank), "--worker-python", PYTHON, "--worker-user"]
+    batch = [sys.executable, "-m", "gradcheck", "grade-batch", str(ENGINES / "independent"),
+             "--exercises", str(bank), "--out", str(tmp_path / "out"), "-j", "2",
+             "--worker-python", PYTHON, "--worker-user", str(UID)]
+    try:
+        refused = subprocess.run([*grade, str(UID + 1)], capture_output=True, text=True, env=env)
+        assert refused.returncode == 2, refused.stderr
+        assert (f"--worker-user {UID + 1}: uid {UID + 1} is in use by another gradcheck on this "
+                "machine") in refused.stderr
+        assert "give each grading that runs at the same time uids of its own" in refused.stderr
+        refused = subprocess.run(batch, capture_output=True, text=True, env=env)  # UID and UID+1
+        assert refused.returncode == 2 and f"uid {UID + 1} is in use" in refused.stderr
+        assert not (tmp_path / "out" / "gradebook.csv").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    graded = subprocess.run([*grade, str(UID + 1)], capture_output=True, text=True, env=env)
+    assert graded.returncode == 0 and "total 2/2" in graded.stdout, graded.stderr

@@ -56,7 +56,7 @@ from gradcheck.course.slots import (
     not_graded,
     results_score,
 )
-from gradcheck.engine import census, trees
+from gradcheck.engine import census, trees, uids
 from gradcheck.engine.sandbox import preflight
 from gradcheck.grading import answer_key
 from gradcheck.grading.grader import DEFAULT_TOTAL_TIMEOUT, GraderError
@@ -437,14 +437,22 @@ def run(args: argparse.Namespace) -> int:
         return CANNOT_RUN
     # A batch stopped by SIGTERM (a scheduler's time limit) stops its graders, as on Ctrl-C.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    # a Dask worker's threads claim theirs on their machines
+    local = args.worker_user is not None and not args.scheduler
     try:
         exercises, course = course_bank(args.exercises)
-        rows = grade_batch(args.folder, args.out, jobs=args.jobs, exercises=exercises,
-                           key=args.key, seed=args.seed, timeout=args.timeout,
-                           memory_mb=args.memory_mb, submission_timeout=args.submission_timeout,
-                           worker_user=args.worker_user, worker_python=args.worker_python,
-                           course=course, total_timeout=args.total_timeout,
-                           scheduler=args.scheduler, resume=args.resume)
+        with uids.held(range(args.worker_user, args.worker_user + args.jobs) if local else ()):
+            rows = grade_batch(args.folder, args.out, jobs=args.jobs, exercises=exercises,
+                               key=args.key, seed=args.seed, timeout=args.timeout,
+                               memory_mb=args.memory_mb,
+                               submission_timeout=args.submission_timeout,
+                               worker_user=args.worker_user, worker_python=args.worker_python,
+                               course=course, total_timeout=args.total_timeout,
+                               scheduler=args.scheduler, resume=args.resume)
+    except uids.InUse as error:
+        print(f"gradcheck grade-batch: --worker-user {args.worker_user}: {error}",
+              file=sys.stderr)
+        return CANNOT_RUN
     except (CourseFileError, GraderError) as error:
         print(f"gradcheck grade-batch: {error}", file=sys.stderr)
         return CANNOT_RUN
@@ -464,8 +472,9 @@ def _argument_problem(args: argparse.Namespace) -> str:
     if args.out.resolve().is_relative_to(args.folder.resolve()):
         return f"--out {args.out} is inside {args.folder}: its folders would be graded next time"
     if args.scheduler and importlib.util.find_spec("distributed") is None:
-        return (f"--scheduler {args.scheduler} needs Dask, which is not installed: "
-                "pip install 'gradcheck[dask]'")
+        return (f"--scheduler {args.scheduler} needs Dask, which is not installed: install "
+                "gradcheck's dask extra (python -m pip install -c constraints.txt '.[dask]' in "
+                "its checkout; docs/instructors.md)")
     if args.scheduler:  # the workers' machines, not this one, run the submissions
         return ""
     # each worker reads a copy of its submission made for its uid (slots.private_copy)

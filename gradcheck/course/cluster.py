@@ -56,7 +56,7 @@ from gradcheck import __version__
 from gradcheck.bank.loader import exercise_files
 from gradcheck.course import slots
 from gradcheck.course.slots import Options, Row, Stamp
-from gradcheck.engine import scratch, trees
+from gradcheck.engine import scratch, trees, uids
 from gradcheck.grading.plan import GraderError
 
 #: Seconds to wait for the scheduler to answer when the batch starts.
@@ -402,7 +402,7 @@ def _let_go(batch: str) -> None:
 
 
 def _private_folder() -> Path:
-    """This machine's folder of banks and uid locks for this user's Dask workers (0700)."""
+    """This machine's folder of banks for this user's Dask workers (0700)."""
     folder = Path(tempfile.gettempdir()) / f"gradcheck-cluster-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
     info = folder.lstat()
@@ -449,11 +449,11 @@ _claims = threading.local()
 
 
 def _claimed_uid(base: int) -> int:
-    """A uid from `base` up that no other grading thread of this machine holds: each worker
-    thread keeps the lock of its own for as long as it lives."""
+    """A uid from `base` up that no other grading thread or gradcheck of this machine holds:
+    each worker thread keeps the lock of its own (`gradcheck.engine.uids`' file, opened by the
+    thread, so that two threads of one process never hold the same) for as long as it lives."""
     if getattr(_claims, "uid", None) is None:
-        locks = _private_folder() / "uids"
-        locks.mkdir(mode=0o700, exist_ok=True)
+        locks = uids.folder()
         for uid in range(base, base + UIDS):
             lock: IO[bytes] = open(locks / str(uid), "ab")
             try:
