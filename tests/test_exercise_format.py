@@ -54,7 +54,7 @@ def test_rendered_problem_is_file_line_field_message(bank):
     broken = dict(bank.broken)
     text = str(broken[BANK / "bad-oracle.exercise.yaml"])
     assert text == (f"{BANK / 'bad-oracle.exercise.yaml'}:13: checks.gradients.oracles[1]: "
-                    "Input should be 'fd', 'torch' or 'jax', not 'tensorflow'")
+                    "give 'fd', 'torch' or 'jax', not 'tensorflow'")
 
 
 def test_good_files_load_beside_broken_ones(bank):
@@ -211,6 +211,17 @@ def test_a_number_where_text_goes_and_a_decimal_comma_say_what_to_write(tmp_path
         "3: topic: 2 is read as a number here; put it in quotes to make it text",
         "6: inputs.x.5: unknown key '5'; the keys here are domain, requires_grad, value; a "
         "decimal comma? write numbers with a point"]
+
+
+def test_a_misspelt_word_and_a_top_level_key_indented_say_what_was_meant(tmp_path):
+    text = BASE.replace("topic: t\n", "topic: t\nvisibility: hiden\n")
+    assert _problems(tmp_path, text + "checks:\n  tolerance: {rtol: 1.0e-6}\n"
+                                      "  graph: {names: [x]}\n") == [
+        "4: visibility: give 'visible', 'hidden', 'after_due_date' or 'after_published', not "
+        "'hiden' (did you mean 'hidden'?)",
+        "13: checks.tolerance: unknown key 'tolerance'; the keys here are answers, behaviour, "
+        "gradients, graph, hessian, random_programs, sampled; 'tolerance' is a key of the "
+        "exercise itself, at the top of the file"]
 
 
 def test_output_must_be_a_variable(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -249,6 +250,8 @@ def _data_path(loc: tuple[Any, ...], data: Any, missing: bool) -> yaml_reader.Pa
     return tuple(path)
 
 
+#: a word pydantic quotes in a literal's expected values
+_QUOTED = re.compile(r"'([^']*)'")
 _BOUNDS = {"greater_than": "above", "greater_than_equal": "of at least",
            "less_than": "below", "less_than_equal": "of at most"}
 
@@ -281,8 +284,11 @@ def _message(error: Any, path: yaml_reader.Path) -> str:
         allowed = schema_keys(path[:-1])
         # `{value: 1,5}` reads as value 1 and a key 5
         comma = "; a decimal comma? write numbers with a point" if str(path[-1]).isdigit() else ""
+        # `tolerance` under `checks`: a key of the file's top level, indented by mistake
+        top = (f"; {path[-1]!r} is a key of the exercise itself, at the top of the file"
+               if len(path) > 1 and path[-1] in schema_keys(()) else "")
         return (f"unknown key {path[-1]!r}{suggest(str(path[-1]), allowed)}; the keys here "
-                f"are {listing(allowed)}{comma}")
+                f"are {listing(allowed)}{top}{comma}")
     if kind == "string_type" and type(got) in (int, float):  # `id: 1000`, `topic: 02`
         return f"{got!r} is read as a number here; put it in quotes to make it text"
     if kind == "model_type":
@@ -299,6 +305,10 @@ def _message(error: Any, path: yaml_reader.Path) -> str:
         return "the text is empty; write it"
     if kind in ("too_short", "too_long"):
         return _length_message(error["ctx"], path, kind == "too_short")
-    if kind.endswith("_type") or kind in ("literal_error", "finite_number"):
+    if kind == "literal_error":  # pydantic's "Input should be" names no input of the file
+        expected = error["ctx"]["expected"]
+        return (f"give {expected}, not {show(got)}"
+                f"{suggest(str(got), _QUOTED.findall(expected))}")
+    if kind.endswith("_type") or kind == "finite_number":
         return f"{text}, not {show(got)}"
     return text
