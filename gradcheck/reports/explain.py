@@ -68,7 +68,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     f"status: 0, or {DEPARTS} when --submission fails a check or departs from "
                     f"torch, or {CANNOT_RUN} when the walk cannot be shown.")
     p.add_argument("exercise", metavar="EXERCISE",
-                   help="an exercise file, or the id of an exercise of the bundled bank")
+                   help="an exercise file, or the id of an exercise of the course's bank "
+                        "(gradcheck.toml here or above), else of the bundled bank")
     p.add_argument("--submission", metavar="S",
                    help="also grade a submission (a module file, a package folder, 'reference' "
                         "or 'torch') in the sandboxed worker and mark where it departs")
