@@ -101,7 +101,11 @@ def test_in_a_browser_the_faulty_node_shows_and_the_hidden_exercise_does_not(pag
 
             hidden = page.locator("#secret-product")
             assert hidden.is_visible()
-            assert hidden.locator(".withheld").all_inner_texts() == [WITHHELD, WITHHELD]
+            # opened where there is something to read: not the hidden one, whose checks say only
+            # that their details are withheld
+            assert visible.get_attribute("open") is not None
+            assert hidden.get_attribute("open") is None
+            assert hidden.locator(".withheld").all_text_contents() == [WITHHELD, WITHHELD]
             assert hidden.locator("svg, table, pre").count() == 0
             assert "x * y" not in hidden.inner_text()
             assert errors == [] and requests == [page_file.as_uri()]

@@ -90,8 +90,10 @@ def render_html(report: GradeReport, *, show_hidden: bool = False, command: str 
         body.append(f"<h2>{_e(module.name)} <span class=\"points\">"
                     f"{points(module.score)} / {points(module.max_score)}</span></h2>")
         for exercise in module.exercises:
-            # open where there is something to read: a failure not said at the top already
+            # open where there is something to read: a failure not said at the top already,
+            # whose details are shown
             opened = " open" if any(r.status in ("failed", "error") and id(r) not in grouped
+                                    and details_shown(r, show_hidden)
                                     for r in exercise.checks) else ""
             body.append(f"<details class=\"exercise\" id=\"{_e(exercise.exercise_id)}\""
                         f"{opened}><summary><code>{_e(exercise.exercise_id)}</code> "
