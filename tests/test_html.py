@@ -107,7 +107,7 @@ def test_in_a_browser_the_faulty_node_shows_and_the_hidden_exercise_does_not(pag
             assert hidden.get_attribute("open") is None
             assert hidden.locator(".withheld").all_text_contents() == [WITHHELD, WITHHELD]
             assert hidden.locator("svg, table, pre").count() == 0
-            assert "x * y" not in hidden.inner_text()
+            assert "x * y" not in hidden.text_content()
             assert errors == [] and requests == [page_file.as_uri()]
         finally:
             browser.close()
