@@ -101,10 +101,15 @@ def test_zip_has_the_scripts_at_its_root_and_the_bank_byte_for_byte(bank, autogr
         names = set(archive.namelist())
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
         assert names == {"setup.sh", "run_autograder", "requirements.txt", "key.json",
-                         wheel_name(), "exercises/product.exercise.yaml",
+                         "README.md", wheel_name(), "exercises/product.exercise.yaml",
                          "exercises/hidden/secret-cube.exercise.yaml"}
         assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
-        assert archive.read("requirements.txt").decode() == f"./{wheel_name()}\n"
+        # the wheel, then the packages it runs with here, that built and checked the key
+        version = importlib.metadata.version
+        assert archive.read("requirements.txt").decode().splitlines() == [
+            f"./{wheel_name()}", *sorted(f"{name}=={version(name)}" for name in (
+                "numpy", "pyyaml", "pytest", "hypothesis", "pydantic", "jsonschema"))]
+        assert "run_autograder" in archive.read("README.md").decode()
         for name in ("product.exercise.yaml", "hidden/secret-cube.exercise.yaml"):
             assert archive.read(f"exercises/{name}") == (bank / name).read_bytes()
         run_autograder_text = archive.read("run_autograder").decode()
@@ -142,7 +147,7 @@ def test_zip_carries_the_wheel_of_this_gradcheck(autograder, tmp_path):
     """The default: the index serves only third-party packages."""
     _, source = autograder
     wheel = source / wheel_name()
-    requirement = (source / "requirements.txt").read_text()
+    requirement = (source / "requirements.txt").read_text().splitlines()[0]  # then its pins
     shutil.copy(wheel, tmp_path)
     installed_wheel(wheel, requirement, tmp_path, tmp_path / "site")
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.metadata
 import json
 import re
 import shutil
@@ -85,7 +86,10 @@ def gradescope(paths: list[Path], out: Path, *, key: Path | None = None, seed: i
         files = _relative_files(paths, bank)
         key_bytes, drawn_with = _key_for(bank, key, seed, course)
         # the hypothesis that drew the key's random programs: under another, they are drawn live
-        install = "\n".join([install, *(f"hypothesis=={v}" for v in sorted(drawn_with))])
+        pins = [f"hypothesis=={v}" for v in sorted(drawn_with)]
+        if package is not None:  # this gradcheck's wheel: with the packages it runs with here
+            pins += _pins(but={"hypothesis"} if drawn_with else set())
+        install = "\n".join([install, *sorted(pins)])
         out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
             for script in ("setup.sh", "run_autograder"):
@@ -94,6 +98,7 @@ def gradescope(paths: list[Path], out: Path, *, key: Path | None = None, seed: i
                     text = text.replace(name, value)
                 _add(archive, script, text.encode(), executable=True)
             _add(archive, "requirements.txt", (install + "\n").encode())
+            _add(archive, "README.md", (TEMPLATES / "autograder-README.md").read_bytes())
             if package is not None:
                 _add(archive, package.name, package.read_bytes())
             _add(archive, KEY_NAME, key_bytes)
@@ -220,6 +225,18 @@ def _installation(requirement: str | None, folder: Path) -> tuple[str, Path | No
         return check_requirement(requirement), None
     except CourseError as error:
         raise BundleError(str(error)) from error
+
+
+def _pins(but: set[str]) -> list[str]:
+    """gradcheck's own dependencies (not its extras), each at the version this Python has, the
+    one that built and checked the key: an autograder image built later, or built again,
+    installs these and not whatever the index serves by then."""
+    pins = []
+    for requirement in importlib.metadata.requires("gradcheck") or []:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+        if name and "extra ==" not in requirement and name.group().lower() not in but:
+            pins.append(f"{name.group()}=={importlib.metadata.version(name.group())}")
+    return pins
 
 
 def _remove_exercises(folder: Path) -> None:
