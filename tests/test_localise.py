@@ -315,3 +315,24 @@ def test_a_trace_compared_as_one_array_finds_the_node_one_by_one_finds():
                            if not localise.same_numbers(g, e, TOLERANCE)), None)
         assert first(got) == one_by_one
     assert [first(got) for got in cases] == [None, None, 17, 12, 13, 14, 11, 14, 17]
+
+
+def test_a_grad_step_reads_as_the_call_it_makes_with_several_outputs_and_their_seeds():
+    from pydantic import ValidationError
+
+    from gradcheck.bank.models import Step
+
+    step = Step.model_validate({"grad": {"of": ["y", "s"], "grad_outputs": [[1.0, 0.5], 2.0],
+                                         "wrt": ["x"], "names": ["g"], "retain_graph": True}})
+    assert localise.step_code(step, "z") == (
+        "g = grad((y, s), (x,), grad_outputs=(tensor([1.0, 0.5]), tensor(2.0)), "
+        "retain_graph=True)")
+    one = Step.model_validate({"grad": {"grad_outputs": [3.0], "wrt": ["x", "w"],
+                                        "names": ["gx", "gw"]}})
+    assert localise.step_code(one, "z") == "gx, gw = grad(z, (x, w), grad_outputs=tensor(3.0))"
+    plain = Step.model_validate({"grad": {"wrt": ["x"], "names": ["g"]}})
+    assert localise.step_code(plain, "z") == "g = grad(z, (x,))"
+    with pytest.raises(ValidationError, match="one grad_outputs value per output of `of`: 2 "
+                                              "outputs, 1 values"):
+        Step.model_validate({"grad": {"of": ["y", "s"], "grad_outputs": [1.0], "wrt": ["x"],
+                                      "names": ["g"]}})

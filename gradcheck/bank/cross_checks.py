@@ -133,7 +133,9 @@ def _step_issues(exercise: Exercise, steps: list[Step], program: Program) -> lis
         used: list[tuple[yaml_reader.Path, str, tuple[int, int] | None]] = []
         for action in ("backward", "grad"):
             of = getattr(getattr(step, action), "of", None)
-            if of:
+            if isinstance(of, list):
+                used += [((action, "of", j), target_name(one), None) for j, one in enumerate(of)]
+            elif of:
                 used.append(((action, "of"), target_name(of), None))
         used += [(("grad", "wrt", j), name, None)
                  for j, name in enumerate(step.grad.wrt if step.grad else [])]

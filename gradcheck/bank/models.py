@@ -379,8 +379,12 @@ class Grad(_Model):
     """`names = grad(of, wrt, create_graph=..., retain_graph=..., allow_unused=...)`: the module's
     `grad()`, like `torch.autograd.grad`; each gradient is bound to a new name."""
 
-    of: Target | None = None
-    """What to differentiate: a variable, or `x.grad`; default: the output."""
+    of: Target | Annotated[list[Target], Field(min_length=1)] | None = None
+    """What to differentiate: a variable, or `x.grad`, or a list of them (`outputs` as a tuple:
+    their gradients add up); default: the output."""
+    grad_outputs: Annotated[list[Value], Field(min_length=1)] | None = None
+    """The seed of each output, in the order of `of` (`grad_outputs`, as a tuple when `of` is a
+    list); default: none given."""
     wrt: list[Name] = Field(min_length=1)
     """The inputs (or variables) to differentiate with respect to."""
     names: list[Name] = Field(min_length=1)
@@ -397,6 +401,10 @@ class Grad(_Model):
         if len(self.names) != len(self.wrt):
             raise ValueError(f"give one name per input of wrt: {len(self.wrt)} inputs, "
                              f"{len(self.names)} names")
+        outputs = len(self.of) if isinstance(self.of, list) else 1
+        if self.grad_outputs is not None and len(self.grad_outputs) != outputs:
+            raise ValueError(f"give one grad_outputs value per output of `of`: {outputs} "
+                             f"output{'s' * (outputs != 1)}, {len(self.grad_outputs)} values")
         return self
 
 

@@ -125,10 +125,19 @@ def _step_backward(run: Run, program: Program, env: dict, args: Mapping[str, Any
 
 
 def _step_grad(run: Run, program: Program, env: dict, args: Mapping[str, Any]) -> None:
-    """`names = grad(of, wrt, ...)`: bind each input's gradient (None if unused)."""
-    target = _target(env, args.get("of") or program.output_name)
+    """`names = grad(of, wrt, ...)`: bind each input's gradient (None if unused). A list `of`
+    is passed as a tuple of outputs, and `grad_outputs` then as a tuple of seeds, one each."""
+    of = args.get("of") or program.output_name
+    several = isinstance(of, list)
+    target = tuple(_target(env, one) for one in of) if several else _target(env, of)
     inputs = tuple(lookup(env, name) for name in args["wrt"])
-    kwargs = {key: True for key in ("create_graph", "allow_unused") if args.get(key)}
+    kwargs: dict[str, Any] = {key: True for key in ("create_graph", "allow_unused")
+                              if args.get(key)}
+    if args.get("grad_outputs") is not None:
+        run.using("tensor", None, run.engine)
+        seeds = tuple(run.engine.tensor(floats(seed)) for seed in args["grad_outputs"])
+        kwargs["grad_outputs"] = seeds if several else seeds[0]
+    run.use = None  # what raises now is grad() itself, which the step's code names
     if args.get("retain_graph") is not None:
         kwargs["retain_graph"] = args["retain_graph"]
     results = run.engine.grad(target, inputs, **kwargs)

@@ -283,10 +283,14 @@ def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
         return _of(args)
     if action == "grad":
         ok = (isinstance(args, Mapping) and {"wrt", "names"} <= set(args) <= {
-            "of", "wrt", "names", "create_graph", "retain_graph", "allow_unused"}
+            "of", "grad_outputs", "wrt", "names", "create_graph", "retain_graph", "allow_unused"}
               and isinstance(args["wrt"], list) and isinstance(args["names"], list)
               and len(args["wrt"]) == len(args["names"]) >= 1
               and all(isinstance(n, str) for n in args["wrt"] + args["names"]))
+        seeds = args.get("grad_outputs") if ok else None
+        if seeds is not None and not (isinstance(seeds, list)
+                                      and all(_numbers_ok(seed) for seed in seeds)):
+            return None
         return _of(args) + list(args["wrt"]) if ok else None
     if action == "compute":
         if not (isinstance(args, Mapping) and set(args) == {"name", "expr"}
@@ -313,7 +317,8 @@ def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
 
 def _of(args: Mapping[str, Any]) -> list[str]:
     of = args.get("of")
-    return [target_name(of)] if isinstance(of, str) and of else []
+    targets = of if isinstance(of, list) else [of] if of else []
+    return [target_name(one) for one in targets if isinstance(one, str) and one]
 
 
 def check_reply(request: Mapping[str, Any], reply: Any) -> None:

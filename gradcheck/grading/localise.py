@@ -450,8 +450,11 @@ def step_code(step: Any, output: str) -> str:
         given = [f"gradient=tensor({args.gradient!r})"] * (args.gradient is not None)
         return f"{args.of or output}.backward({', '.join(given + _flags(args))})"
     if action == "grad":
-        wrt = ", ".join(args.wrt) + ("," if len(args.wrt) == 1 else "")
-        call = ", ".join([args.of or output, f"({wrt})", *_flags(args)])
+        several = isinstance(args.of, list)
+        of = _tuple(args.of) if several else args.of or output
+        seeds = [f"tensor({seed!r})" for seed in args.grad_outputs or ()]
+        given = [f"grad_outputs={_tuple(seeds) if several else seeds[0]}"] if seeds else []
+        call = ", ".join([of, _tuple(args.wrt), *given, *_flags(args)])
         return f"{', '.join(args.names)} = grad({call})"
     if action == "forward":
         return "the program again" + {
@@ -469,6 +472,11 @@ def step_code(step: Any, output: str) -> str:
     if action == "requires_grad":
         return "; ".join(f"{name}.requires_grad_({flag})" for name, flag in args.items())
     return "; ".join(f"{p} = {p} - {p}.grad * {args.lr!r}" for p in args.params) + " (no_grad)"
+
+
+def _tuple(items: list[str]) -> str:
+    """Python's tuple of `items`: `(x,)` for one."""
+    return f"({', '.join(items)}{',' * (len(items) == 1)})"
 
 
 def _flags(args: Any) -> list[str]:
