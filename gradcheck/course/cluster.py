@@ -403,12 +403,10 @@ def _let_go(batch: str) -> None:
 
 def _private_folder() -> Path:
     """This machine's folder of banks for this user's Dask workers (0700)."""
-    folder = Path(tempfile.gettempdir()) / f"gradcheck-cluster-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    info = folder.lstat()
-    if info.st_uid != os.getuid() or info.st_mode & 0o077 or not folder.is_dir():
-        raise GraderError(f"{folder} is not this user's alone: remove it and grade again")
-    return folder
+    try:
+        return scratch.own_folder(f"gradcheck-cluster-{os.getuid()}")
+    except PermissionError as error:
+        raise GraderError(str(error)) from None
 
 
 _writing = threading.Lock()

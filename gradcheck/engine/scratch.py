@@ -8,6 +8,9 @@ prefix first removes every such leftover of that prefix and of this user from th
 folder. A lock is made under another name and renamed into place once locked, so a folder being
 made is never taken for a leftover, and removed after everything else in its folder, so a folder
 being removed always has one.
+
+`own_folder` is the other kind: a folder of the temporary folder that one user keeps to itself
+across processes (a Dask worker machine's banks, the locks of worker users' uids).
 """
 
 from __future__ import annotations
@@ -122,6 +125,17 @@ def _remove_lock_last(folder: Path) -> None:
 
 
 @atexit.register
+def own_folder(name: str) -> Path:
+    """The folder `name` of the temporary folder, this user's alone (0700), made if need be;
+    PermissionError if another user made it, or opened it to others."""
+    place = Path(tempfile.gettempdir()) / name
+    place.mkdir(mode=0o700, exist_ok=True)
+    info = place.lstat()
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077 or not stat.S_ISDIR(info.st_mode):
+        raise PermissionError(f"{place} is not this user's alone: remove it and grade again")
+    return place
+
+
 def _remove_left() -> None:
     """The folders a run ended before it removed them (Ctrl-C, or SIGTERM, which `gradcheck`
     turns into one): never in a forked process for its parent's folders."""

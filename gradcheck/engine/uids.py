@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
+
+from gradcheck.engine import scratch
 
 #: the locks this process holds
 _held: dict[int, IO[bytes]] = {}
@@ -28,12 +29,10 @@ class InUse(Exception):
 
 def folder() -> Path:
     """This machine's folder of uid locks for the grader's user (0700)."""
-    place = Path(tempfile.gettempdir()) / f"gradcheck-uids-{os.geteuid()}"
-    place.mkdir(mode=0o700, exist_ok=True)
-    info = place.lstat()
-    if info.st_uid != os.geteuid() or info.st_mode & 0o077 or not place.is_dir():
-        raise InUse(f"{place} is not this user's alone: remove it and grade again")
-    return place
+    try:
+        return scratch.own_folder(f"gradcheck-uids-{os.geteuid()}")
+    except PermissionError as error:
+        raise InUse(str(error)) from None
 
 
 @contextlib.contextmanager
