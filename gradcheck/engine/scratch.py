@@ -124,7 +124,6 @@ def _remove_lock_last(folder: Path) -> None:
     trees.remove(folder)
 
 
-@atexit.register
 def own_folder(name: str) -> Path:
     """The folder `name` of the temporary folder, this user's alone (0700), made if need be;
     PermissionError if another user made it, or opened it to others."""
@@ -136,6 +135,7 @@ def own_folder(name: str) -> Path:
     return place
 
 
+@atexit.register
 def _remove_left() -> None:
     """The folders a run ended before it removed them (Ctrl-C, or SIGTERM, which `gradcheck`
     turns into one): never in a forked process for its parent's folders."""
