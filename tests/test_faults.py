@@ -125,7 +125,7 @@ def armed(folder: Path, fault: str) -> Path:
     """A submission: tiny with the fault `fault` of tests/engines/faults.py."""
     path = folder / f"{fault}.py"
     path.write_text(f"import sys\nsys.path.append({str(ENGINES)!r})\nfrom faults import arm\n"
-                    f"tensor, no_grad = arm({fault!r})\n")
+                    f"tensor, no_grad = arm({fault!r}, __file__)\n")
     return path
 
 

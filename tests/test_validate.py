@@ -37,8 +37,8 @@ def test_bundled_bank_has_no_problems():
 def test_main_prints_problems_and_fails(capsys):
     assert main([str(BANK)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert f"{BANK / 'bad-oracle.exercise.yaml'}:13: checks.gradients.oracles[1]: Input should " \
-           "be 'fd', 'torch' or 'jax', not 'tensorflow'" in out
+    assert f"{BANK / 'bad-oracle.exercise.yaml'}:13: checks.gradients.oracles[1]: give 'fd', " \
+           "'torch' or 'jax', not 'tensorflow'" in out
     assert any(line.startswith(f"{BANK / 'bad-syntax.exercise.yaml'}:10: YAML syntax")
                for line in out)
 
