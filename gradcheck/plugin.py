@@ -3,7 +3,8 @@
 Without `--submission` it collects nothing, so it never touches an ordinary test run. With it,
 every `*.exercise.yaml` file becomes one item per check (a broken file, one failing item), graded
 by one Grader per session: each exercise is graded once, when its first item runs (those whose
-details are withheld all at once, at the first of theirs), and its items read their results. The submission runs in the Grader's worker process, never in pytest's.
+details are withheld all at once, at the first of theirs), and its items read their results.
+The submission runs in the Grader's worker process, never in pytest's.
 
 docs/grading.md gives the hardened command for official grading.
 """
@@ -159,17 +160,16 @@ class GradingSession:
         line as each item ends, and a worker that saw a hidden exercise chooses how long it
         takes, which could spell out what it saw; so only their time together shows, as in
         `gradcheck grade`'s progress."""
-        if path not in self.graded:
-            grader = self._get_grader()
-            if error is not None:
-                self.graded[path] = [grader.broken_result(path, error)]
-            else:
-                for each, its in (self.withheld if path in self.withheld
-                                  else {path: exercise}).items():
-                    if each not in self.graded:
-                        self.graded[each] = grader.grade_exercise(its)
-                        self._save(UNFINISHED)
+        if path in self.graded:
+            return self.graded[path]
+        grader = self._get_grader()
+        if error is not None:
+            self.graded[path] = [grader.broken_result(path, error)]
             self._save(UNFINISHED)
+        for each, its in (self.withheld if path in self.withheld else {path: exercise}).items():
+            if each not in self.graded:
+                self.graded[each] = grader.grade_exercise(its)
+                self._save(UNFINISHED)
         return self.graded[path]
 
     def report(self) -> GradeReport:

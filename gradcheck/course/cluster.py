@@ -19,8 +19,9 @@ with the last worker that held it; a task's result is computed again.)
 
 A batch that stops (Ctrl-C) cancels its tasks: those waiting never start, and a grading that
 runs sees its task cancelled within a second and is killed, as at its timeout, so that it does
-not hold its worker thread. Faults are Dask's to handle: a task whose worker is lost is run again on another one (up to the
-scheduler's `distributed.scheduler.allowed-failures`, 3 by default); a task that fails on every
+not hold its worker thread. Faults are Dask's to handle: a task whose worker is lost is run
+again on another one (up to the scheduler's `distributed.scheduler.allowed-failures`, 3 by
+default); a task that fails on every
 try is reported "not graded (worker lost)" with status `lost`, never as a silent 0. Each
 submission is one Dask future, so it has exactly one row, whichever try's result the client got.
 With `--worker-user UID`, each Dask worker thread claims a uid of its own from UID up, with a
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import functools
 import hashlib
 import io
@@ -46,7 +46,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from distributed import Client, WorkerPlugin, as_completed, get_worker
 from distributed.scheduler import KilledWorker
@@ -448,19 +448,14 @@ _claims = threading.local()
 
 def _claimed_uid(base: int) -> int:
     """A uid from `base` up that no other grading thread or gradcheck of this machine holds:
-    each worker thread keeps the lock of its own (`gradcheck.engine.uids`' file, opened by the
-    thread, so that two threads of one process never hold the same) for as long as it lives."""
+    each worker thread keeps the lock of its own (`gradcheck.engine.uids.take`) for as long as
+    it lives."""
     if getattr(_claims, "uid", None) is None:
-        locks = uids.folder()
         for uid in range(base, base + UIDS):
-            lock: IO[bytes] = open(locks / str(uid), "ab")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.close()
-                continue
-            _claims.uid, _claims.lock = uid, lock
-            break
+            lock = uids.take(uid)
+            if lock is not None:
+                _claims.uid, _claims.lock = uid, lock
+                break
         else:
             raise GraderError(f"every uid from {base} to {base + UIDS - 1} is in use here")
     return _claims.uid

@@ -35,6 +35,18 @@ def folder() -> Path:
         raise InUse(str(error)) from None
 
 
+def take(uid: int) -> IO[bytes] | None:
+    """The lock of `uid`, taken through a file opened here (so that two threads of one process
+    never hold the same uid), held until closed or the process ends; None if held elsewhere."""
+    lock = open(folder() / str(uid), "ab")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
+
+
 @contextlib.contextmanager
 def held(uids: Iterable[int]) -> Iterator[None]:
     """Hold every one of `uids` while the block runs (those this process holds already, as
@@ -45,16 +57,13 @@ def held(uids: Iterable[int]) -> Iterator[None]:
         for uid in uids:
             if uid in _held:
                 continue
-            lock = open(folder() / str(uid), "ab")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.close()
+            lock = take(uid)
+            if lock is None:
                 raise InUse(f"uid {uid} is in use by another gradcheck on this machine: a "
                             "worker of that uid has every process and file of it removed as it "
                             "starts, so the two would break each other; give each grading that "
                             "runs at the same time uids of its own (grade-batch -j N "
-                            "--worker-user UID takes UID to UID+N-1)") from None
+                            "--worker-user UID takes UID to UID+N-1)")
             _held[uid] = lock
             taken.append(uid)
         yield

@@ -286,11 +286,9 @@ def _step_names(action: str, args: Any, program: Program) -> list[str] | None:
             "of", "grad_outputs", "wrt", "names", "create_graph", "retain_graph", "allow_unused"}
               and isinstance(args["wrt"], list) and isinstance(args["names"], list)
               and len(args["wrt"]) == len(args["names"]) >= 1
-              and all(isinstance(n, str) for n in args["wrt"] + args["names"]))
-        seeds = args.get("grad_outputs") if ok else None
-        if seeds is not None and not (isinstance(seeds, list)
-                                      and all(_numbers_ok(seed) for seed in seeds)):
-            return None
+              and all(isinstance(n, str) for n in args["wrt"] + args["names"])
+              and (args.get("grad_outputs") is None or isinstance(args["grad_outputs"], list)
+                   and all(_numbers_ok(seed) for seed in args["grad_outputs"])))
         return _of(args) + list(args["wrt"]) if ok else None
     if action == "compute":
         if not (isinstance(args, Mapping) and set(args) == {"name", "expr"}
