@@ -228,17 +228,21 @@ class Server:
                 proc.stdin.close()
 
     def close(self) -> None:
-        """Let the server go: it exits when its input ends."""
-        if self.proc is not None:
-            self.proc.stdin.close()
+        """Let the server go: it exits when its input ends. Called from another thread (an
+        interrupted batch closes every slot's) while the slot's own may be stopping it
+        (`_stop`), so each field is read once."""
+        proc, grading = self.proc, self.grading
+        if proc is not None:
+            with contextlib.suppress(OSError, ValueError):  # closed, or its reader gone
+                proc.stdin.close()
             try:
-                self.proc.wait(timeout=10)
+                proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                kill_group(self.proc)
-            self.running.discard(self.proc)
+                kill_group(proc)
+            self.running.discard(proc)
             self.proc = None
-        if self.grading is not None:  # killed with its server: remove its workers' folders
-            _await_exit(self.grading, SERVER_PATIENCE)
+        if grading is not None:  # killed with its server: remove its workers' folders
+            _await_exit(grading, SERVER_PATIENCE)
             scratch.sweep(scratch.WORKERS)
             self.grading = None
 
